@@ -1,0 +1,18 @@
+"""jaxdyn: rigid-body dynamics in JAX.
+
+Spatial vectors inside algorithms are angular-first (Featherstone); public frame quantities
+(Jacobians, frame velocities, external forces) use Pinocchio's [linear; angular] order.
+"""
+from . import spatial, errors, robots
+from .errors import JaxdynError, ModelError, URDFError, DHError, ShapeError, ConfigError
+from .model import (Model, build_model, stack, pad, pad_state, neutral, random_configuration,
+                    integrate, difference, normalize)
+from .io import from_dh, load_urdf
+from .kinematics import (forward_kinematics, frame_pose, frame_poses, frame_jacobian, frame_velocity,
+                         frame_acceleration, frame_classical_acceleration, jdot_qdot, point_velocity,
+                         point_acceleration, inverse_kinematics, joint_transforms)
+from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, minv, forward_dynamics, methods,
+                       kinetic_energy, potential_energy, center_of_mass, spatial_momentum,
+                       centroidal_momentum, total_mass)
+
+__version__ = "0.1.0"

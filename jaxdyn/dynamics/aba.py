@@ -1,0 +1,147 @@
+"""Articulated-body algorithm (seed 004 Fig. 9; Featherstone RBDA Table 7.1).
+
+``aba`` = pass 1 (velocities, bias terms), pass 2 (articulated inertias IA, pA; U, D, u),
+pass 3 (accelerations).  Pass 2 is split so that its tau-independent part (``aba_factor``)
+can be reused for many right-hand sides (``minv``).
+
+Singular articulated inertia: D_i = S_i^T IA_i S_i is factored by Cholesky; if it is not
+positive definite (e.g. a massless leaf body on a joint) the whole result is NaN (Cholesky
+of a non-PD matrix returns NaN in JAX, and a zero 1x1 pivot is mapped to NaN explicitly).
+Padded dof slots get a unit pivot and zero acceleration.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import spatial as sp
+from ..kinematics import joint_transforms, world_transforms
+from ..model.model import Model, check_state
+from ..tree import backward_sweep, forward_sweep
+from .common import (body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
+                     per_body, scatter_dofs)
+
+
+class ABAFactor(NamedTuple):
+    """tau-independent part of ABA: per-body Xup (Transform), Xup6 (6x6), S, U = IA S, Dinv."""
+    Xup: sp.Transform
+    X6: jax.Array     # (nb, 6, 6)
+    S: jax.Array      # (nb, 6, k)
+    U: jax.Array      # (nb, 6, k)
+    Dinv: jax.Array   # (nb, k, k)
+    IA: jax.Array     # (nb, 6, 6) articulated inertias
+
+
+def _pd_inverse(D):
+    """Inverse of a small SPD matrix via Cholesky; NaN if D is not positive definite."""
+    if D.shape[-1] == 1:
+        d = D[..., 0, 0]
+        return jnp.where(d > 0, 1.0 / jnp.where(d > 0, d, 1.0), jnp.nan)[..., None, None]
+    L = jnp.linalg.cholesky(D)
+    ok = jnp.all(jnp.diagonal(L) > 0)
+    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(D.shape[-1], dtype=D.dtype), lower=True)
+    return jnp.where(ok, Li.T @ Li, jnp.nan)
+
+
+def _aba_pass1_step(v_p, x):
+    """v_i = Xup v_p + S qd;  c_i = v_i x (S qd);  pA_i = v_i x* I v_i - f_ext_i."""
+    X, S, qd, I6, fx = x
+    vJ = S @ qd
+    v = sp.apply_motion(X, v_p) + vJ
+    c = sp.cross_motion(v, vJ)
+    pA = sp.cross_force(v, I6 @ v) - fx
+    return v, (c, pA)
+
+
+def _aba_pass2_step(IA, x):
+    """U = IA S; D = S^T U (+ armature); Ia = IA - U D^-1 U^T; parent gets Xup^T Ia Xup."""
+    X6, S, pad, arm = x
+    U = IA @ S
+    D = S.T @ U + jnp.diag(arm + pad)
+    Dinv = _pd_inverse(D)
+    Ia = IA - U @ Dinv @ U.T
+    return X6.T @ Ia @ X6, (U, Dinv)
+
+
+def aba_factor(model: Model, q) -> ABAFactor:
+    """Articulated inertias and joint-space pivots at configuration q."""
+    Xup, S = joint_transforms(model, q)
+    X6 = jax.vmap(sp.to_matrix)(Xup)
+    mask = dof_mask(model)
+    pad = 1.0 - mask
+    arm = per_body(model, model.armature) * mask
+    IA, (U, Dinv) = backward_sweep(_aba_pass2_step, model, body_inertia_matrices(model), (X6, S, pad, arm))
+    return ABAFactor(Xup, X6, S, U, Dinv, IA[:-1])
+
+
+def _aba_bias_step(pA, x):
+    """pa = pA + Ia c + U D^-1 u with u = tau - S^T pA; parent gets Xup^T pa."""
+    X6, S, U, Dinv, c, tau, IA = x
+    u = tau - S.T @ pA
+    Ia = IA - U @ Dinv @ U.T
+    pa = pA + Ia @ c + U @ (Dinv @ u)
+    return X6.T @ pa, u
+
+
+def _aba_pass3_step(a_p, x):
+    """qdd_i = D^-1 (u - U^T a');  a_i = a' + S qdd_i with a' = Xup a_p + c."""
+    X6, S, U, Dinv, u, c = x
+    a1 = X6 @ a_p + c
+    qdd = Dinv @ (u - U.T @ a1)
+    return a1 + S @ qdd, qdd
+
+
+def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0):
+    """Passes 2b and 3 of ABA for given bias terms c, pA (nb, 6), tau (nv,), base accel a0."""
+    taub = per_body(model, tau)
+    IA_final, u = backward_sweep(_aba_bias_step, model, pA, (fac.X6, fac.S, fac.U, fac.Dinv, c, taub, fac.IA))
+    _, qddb = forward_sweep(_aba_pass3_step, model, a0, (fac.X6, fac.S, fac.U, fac.Dinv, u, c))
+    return scatter_dofs(model, qddb * dof_mask(model)) + model.v_pad * tau
+
+
+def aba(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+    """Forward dynamics qdd = M^-1 (tau - h + J^T f_ext) by the articulated-body algorithm.
+
+    Args as :func:`jaxdyn.rnea`.  Returns qdd (nv,).  Joint damping is not applied here (as in
+    Pinocchio's ``aba``); :func:`jaxdyn.forward_dynamics` applies it.
+    """
+    check_state(model, q=q, qd=qd, tau=tau)
+    fac = aba_factor(model, q)
+    dt = fac.Xup.r.dtype
+    fx = jnp.zeros((model.nb, 6), dt)
+    if f_ext is not None:
+        X0 = world_transforms(model, fac.Xup) if f_ext_frame == "world" else None
+        fx = external_forces(model, f_ext, f_ext_frame, X0)
+    I6 = body_inertia_matrices(model)
+    _, (c, pA) = forward_sweep(_aba_pass1_step, model, jnp.zeros(6, dt),
+                               (fac.Xup, fac.S, per_body(model, qd), I6, fx))
+    return aba_solve(model, fac, c, pA, tau, gravity_acceleration(model, gravity))
+
+
+def minv(model: Model, q, method="aba"):
+    """M(q)^-1 (nv, nv).
+
+    ``method="aba"``: one ABA factorization, then the tau-linear passes for each unit vector
+    (O(n nv)).  ``"cholesky"``: CRBA + Cholesky inverse.  ``"operator"`` (Rodriguez-Kreutz
+    innovations inverse) is added with the operator algorithms.
+    """
+    check_state(model, q=q)
+    if method == "cholesky":
+        from .crba import crba
+        M = crba(model, q)
+        L = jnp.linalg.cholesky(M)
+        Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(model.nv, dtype=M.dtype), lower=True)
+        return Li.T @ Li
+    if method == "operator":
+        from .operator import minv_operator
+        return minv_operator(model, q)
+    if method != "aba":
+        raise ValueError(f"unknown minv method {method!r}; use 'aba', 'cholesky' or 'operator'")
+    fac = aba_factor(model, q)
+    dt = fac.Xup.r.dtype
+    z = jnp.zeros((model.nb, 6), dt)
+    cols = jax.vmap(lambda e: aba_solve(model, fac, z, z, e, jnp.zeros(6, dt)))(jnp.eye(model.nv, dtype=dt))
+    Mi = cols.T
+    return 0.5 * (Mi + Mi.T)

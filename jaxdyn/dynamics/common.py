@@ -1,0 +1,63 @@
+"""Shared pieces of the dynamics algorithms: body inertias, gravity, gathers, f_ext."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .. import spatial as sp
+from ..model.configuration import _gather
+from ..model.model import Model
+from ..errors import ShapeError
+
+
+def body_inertias(model: Model) -> sp.Inertia:
+    """Compact spatial inertias (m, h, Ibar) of every body in its own frame (leading axis nb)."""
+    return jax.vmap(sp.mcI)(model.mass, model.com, model.inertia)
+
+
+def body_inertia_matrices(model: Model):
+    """Dense 6x6 spatial inertias, (nb, 6, 6)."""
+    return jax.vmap(sp.inertia.to_matrix)(body_inertias(model))
+
+
+def gravity_acceleration(model: Model, gravity=None):
+    """Fictitious base acceleration a0 = -[0; g] (angular-first), which adds gravity."""
+    g = model.gravity if gravity is None else jnp.asarray(gravity, model.gravity.dtype)
+    return jnp.concatenate([jnp.zeros(3, g.dtype), -g])
+
+
+def per_body(model: Model, x):
+    """Gather an (nv,) vector into (nb, k) per-body joint slots (0 on unused slots)."""
+    return _gather(x, model.vidx)
+
+
+def scatter_dofs(model: Model, vals, base=None):
+    """(nb, k) per-body values -> (nv,) vector (unused slots dropped)."""
+    out = jnp.zeros(model.nv + 1, vals.dtype) if base is None else \
+        jnp.concatenate([base, jnp.zeros((1,), base.dtype)])
+    return out.at[model.vidx.reshape(-1)].add(vals.reshape(-1))[:-1]
+
+
+def dof_mask(model: Model):
+    """(nb, k) 1.0 where the joint slot is a real dof, else 0."""
+    return (model.vidx < model.nv).astype(model.Xtree_r.dtype)
+
+
+def external_forces(model: Model, f_ext, frame, X0=None):
+    """User f_ext (nb, 6) in Pinocchio order [force; moment] -> internal body-frame [n; f].
+
+    ``frame="local"``: each row is expressed in its body frame (Pinocchio's rnea/aba fext).
+    ``frame="world"``: each row is a spatial force in world coordinates (about the world origin).
+    """
+    if f_ext is None:
+        return None
+    if jnp.shape(f_ext) != (model.nb, 6):
+        raise ShapeError(f"f_ext must have shape (nb, 6) = ({model.nb}, 6) for model {model.name!r}, "
+                         f"got {jnp.shape(f_ext)}")
+    f = jnp.concatenate([f_ext[:, 3:], f_ext[:, :3]], 1)
+    if frame == "local":
+        return f
+    if frame == "world":
+        X = sp.Transform(X0.E[:-1], X0.r[:-1])
+        return jax.vmap(sp.apply_force)(X, f)
+    raise ValueError(f"f_ext_frame must be 'local' or 'world', got {frame!r}")

@@ -1,0 +1,61 @@
+"""The forward-dynamics front door: one name, many methods, identical answers."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ..model.model import Model, check_state
+from .aba import aba
+from .crba import crba
+from .rnea import rnea
+
+_METHODS = {}
+
+
+def register_method(name):
+    def deco(fn):
+        _METHODS[name] = fn
+        return fn
+    return deco
+
+
+@register_method("aba")
+def _fd_aba(model, q, qd, tau, f_ext=None, gravity=None):
+    return aba(model, q, qd, tau, f_ext=f_ext, gravity=gravity)
+
+
+@register_method("crba")
+def _fd_crba(model, q, qd, tau, f_ext=None, gravity=None):
+    """CRBA + Cholesky: qdd = M^-1 (tau - h), h from RNEA with qdd = 0 (O(n^3) reference)."""
+    M = crba(model, q)
+    h = rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
+    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
+
+
+def methods():
+    """Names accepted by ``forward_dynamics(method=...)``."""
+    _load_optional()
+    return tuple(sorted(_METHODS))
+
+
+def _load_optional():
+    # later-issue methods register themselves on import
+    try:
+        from . import udut, operator, virtual_work  # noqa: F401
+    except ImportError:
+        pass
+
+
+def forward_dynamics(model: Model, q, qd, tau, method="aba", f_ext=None, gravity=None):
+    """Joint accelerations qdd (nv,) under torques tau, with the model's joint damping.
+
+    ``tau_eff = tau - damping * qd``.  ``method`` picks the algorithm (see :func:`methods`);
+    every method returns the same numbers to round-off.
+    """
+    check_state(model, q=q, qd=qd, tau=tau)
+    if method not in _METHODS:
+        _load_optional()
+    if method not in _METHODS:
+        raise ValueError(f"unknown forward-dynamics method {method!r}; available: {methods()}")
+    tau_eff = tau - model.damping * qd
+    return _METHODS[method](model, q, qd, tau_eff, f_ext=f_ext, gravity=gravity)

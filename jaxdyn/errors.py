@@ -1,0 +1,25 @@
+"""Exceptions raised by jaxdyn.  Every message names the offending item."""
+
+
+class JaxdynError(ValueError):
+    """Base class of jaxdyn's input errors."""
+
+
+class ModelError(JaxdynError):
+    """A model that is not physical or not a valid tree (names body / joint / field)."""
+
+
+class URDFError(ModelError):
+    """A malformed URDF (names file and element)."""
+
+
+class DHError(ModelError):
+    """A malformed Denavit-Hartenberg table."""
+
+
+class ShapeError(JaxdynError):
+    """An argument of the wrong shape or dtype at call entry."""
+
+
+class ConfigError(JaxdynError):
+    """A malformed simulation config (names the key)."""

@@ -1,0 +1,4 @@
+"""Model builders: standard DH tables, URDF, built-in robots."""
+from .dh import from_dh
+from .urdf import load_urdf, parse_urdf
+from . import robots

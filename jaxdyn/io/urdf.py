@@ -1,0 +1,261 @@
+"""URDF loader (stdlib XML): fixed joints merged into their parent body, frames kept by name.
+
+Joint order and q/v conventions match Pinocchio's ``buildModelFromUrdf``: depth-first from the
+root link, the child joints of each link visited in joint-name order (urdfdom keeps joints in
+a name-sorted map); ``continuous`` -> REVOLUTE_UB (q = cos, sin); ``floating_base=True`` adds
+a FREE root joint (q = [x, y, z, qx, qy, qz, qw], v = [linear; angular] in the base frame).
+The root link's inertia is dropped for a fixed base (it is attached to the world).
+``package://`` mesh references and all visual / collision elements are ignored.
+"""
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+from ..errors import URDFError
+from ..model import joints as J
+from ..model.model import build_model
+
+
+def rpy_to_R(rpy):
+    """URDF fixed-axis roll-pitch-yaw: R = Rz(yaw) Ry(pitch) Rx(roll)."""
+    r, p, y = rpy
+    cr, sr, cp, sp_, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
+    Rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    Ry = np.array([[cp, 0, sp_], [0, 1, 0], [-sp_, 0, cp]])
+    Rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+    return Rz @ Ry @ Rx
+
+
+class _Ctx:
+    def __init__(self, path):
+        self.path = path
+
+    def err(self, where, msg):
+        return URDFError(f"{self.path}: {where}: {msg}")
+
+    def floats(self, el, attr, n, where, default=None):
+        s = el.get(attr) if el is not None else None
+        if s is None:
+            if default is None:
+                raise self.err(where, f"missing attribute {attr!r}")
+            return np.asarray(default, float)
+        try:
+            v = np.array([float(x) for x in s.split()], float)
+        except ValueError:
+            raise self.err(where, f"attribute {attr}={s!r} is not numeric") from None
+        if v.shape != (n,) or not np.all(np.isfinite(v)):
+            raise self.err(where, f"attribute {attr}={s!r} must be {n} finite numbers")
+        return v
+
+    def origin(self, el, where):
+        o = el.find("origin") if el is not None else None
+        xyz = self.floats(o, "xyz", 3, where + "/origin", (0, 0, 0))
+        rpy = self.floats(o, "rpy", 3, where + "/origin", (0, 0, 0))
+        return rpy_to_R(rpy), xyz
+
+
+def _inertial(ctx, link):
+    where = f"link {link.get('name')!r}"
+    el = link.find("inertial")
+    if el is None:
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    R, c = ctx.origin(el, where + "/inertial")
+    m_el = el.find("mass")
+    m = float(ctx.floats(m_el, "value", 1, where + "/inertial/mass", (0.0,))[0])
+    i_el = el.find("inertia")
+    vals = {}
+    for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
+        vals[k] = float(ctx.floats(i_el, k, 1, where + "/inertial/inertia", (0.0,))[0])
+    I = np.array([[vals["ixx"], vals["ixy"], vals["ixz"]],
+                  [vals["ixy"], vals["iyy"], vals["iyz"]],
+                  [vals["ixz"], vals["iyz"], vals["izz"]]])
+    return m, c, R @ I @ R.T
+
+
+def _combine(m1, c1, I1, m2, c2, I2):
+    """Two rigid bodies in the same frame: total mass, COM, inertia about the new COM."""
+    m = m1 + m2
+    if m <= 0:
+        return 0.0, np.zeros(3), I1 + I2
+    c = (m1 * c1 + m2 * c2) / m
+
+    def shift(mi, ci, Ii):
+        d = ci - c
+        return Ii + mi * (np.dot(d, d) * np.eye(3) - np.outer(d, d))
+
+    return m, c, shift(m1, c1, I1) + shift(m2, c2, I2)
+
+
+def parse_urdf(path_or_string, floating_base=False):
+    """Parse URDF text or file into the arguments of :func:`build_model`."""
+    if os.path.exists(str(path_or_string)) if len(str(path_or_string)) < 4096 else False:
+        path = str(path_or_string)
+        with open(path, "rb") as fh:
+            text = fh.read()
+    else:
+        path, text = "<string>", path_or_string
+    ctx = _Ctx(path)
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as e:
+        raise URDFError(f"{path}: not valid XML: {e}") from None
+    if root.tag != "robot":
+        raise URDFError(f"{path}: root element is <{root.tag}>, expected <robot>")
+    links = {}
+    for el in root.findall("link"):
+        nm = el.get("name")
+        if not nm:
+            raise URDFError(f"{path}: a <link> has no name")
+        if nm in links:
+            raise URDFError(f"{path}: duplicate link {nm!r}")
+        links[nm] = el
+    if not links:
+        raise URDFError(f"{path}: <robot> has no <link>")
+    joints = {}
+    child_of = {}
+    for el in root.findall("joint"):
+        nm = el.get("name")
+        where = f"joint {nm!r}"
+        if not nm:
+            raise URDFError(f"{path}: a <joint> has no name")
+        typ = el.get("type")
+        if typ not in ("revolute", "continuous", "prismatic", "fixed", "floating", "planar"):
+            raise ctx.err(where, f"unknown joint type {typ!r}")
+        p_el, c_el = el.find("parent"), el.find("child")
+        if p_el is None or c_el is None:
+            raise ctx.err(where, "needs <parent link=...> and <child link=...>")
+        par, chi = p_el.get("link"), c_el.get("link")
+        if par not in links:
+            raise ctx.err(where, f"parent link {par!r} does not exist")
+        if chi not in links:
+            raise ctx.err(where, f"child link {chi!r} does not exist")
+        if chi in child_of:
+            raise ctx.err(where, f"link {chi!r} already has parent joint {child_of[chi]!r} "
+                                 "(the URDF graph must be a tree)")
+        child_of[chi] = nm
+        joints[nm] = el
+    roots = [l for l in links if l not in child_of]
+    if len(roots) != 1:
+        if not roots:
+            raise URDFError(f"{path}: every link has a parent: the joints form a cycle")
+        raise URDFError(f"{path}: {len(roots)} root links {roots}; a URDF must be one tree")
+    children = {l: [] for l in links}
+    for nm in sorted(joints):
+        children[joints[nm].find("parent").get("link")].append(nm)
+
+    # Depth-first build.  Each link maps to (body index or -1, R, p placement in that body).
+    bodies = []  # dicts
+    frames = []  # (name, body, E, r)
+    link_at = {}
+    inert = {}
+
+    def add_inertia(b, R, p, link):
+        m, c, I = _inertial(ctx, links[link])
+        if b < 0 or m == 0 and not np.any(I):
+            return
+        mb, cb, Ib = bodies[b]["m"], bodies[b]["c"], bodies[b]["I"]
+        bodies[b]["m"], bodies[b]["c"], bodies[b]["I"] = _combine(mb, cb, Ib, m, R @ c + p, R @ I @ R.T)
+
+    def new_body(name, jname, jt, parent, R, p, axis, lo, hi, damping):
+        bodies.append(dict(name=name, jname=jname, jt=jt, parent=parent, R=R, p=p, axis=axis,
+                           lo=lo, hi=hi, damping=damping, m=0.0, c=np.zeros(3), I=np.zeros((3, 3))))
+        return len(bodies) - 1
+
+    rootl = roots[0]
+    if floating_base:
+        b0 = new_body(rootl, "root_joint", J.FREE, -1, np.eye(3), np.zeros(3), np.array([0, 0, 1.0]),
+                      None, None, None)
+        link_at[rootl] = (b0, np.eye(3), np.zeros(3))
+        add_inertia(b0, np.eye(3), np.zeros(3), rootl)
+        frames.append(("root_joint", b0, np.eye(3), np.zeros(3)))
+    else:
+        link_at[rootl] = (-1, np.eye(3), np.zeros(3))
+    frames.append((rootl, link_at[rootl][0], np.eye(3), np.zeros(3)))
+    visited = set()
+
+    def visit(link):
+        visited.add(link)
+        b, Rl, pl = link_at[link]
+        for jn in children[link]:
+            el = joints[jn]
+            where = f"joint {jn!r}"
+            chi = el.find("child").get("link")
+            Ro, po = ctx.origin(el, where)
+            R, p = Rl @ Ro, Rl @ po + pl  # joint frame in body b
+            typ = el.get("type")
+            if typ == "fixed":
+                link_at[chi] = (b, R, p)
+                frames.append((jn, b, R.T, p))
+                frames.append((chi, b, R.T, p))
+                add_inertia(b, R, p, chi)
+            else:
+                ax = ctx.floats(el.find("axis"), "xyz", 3, where + "/axis", (1, 0, 0))
+                n = np.linalg.norm(ax)
+                if n == 0 or abs(n - 1) > 1e-3:
+                    raise ctx.err(where + "/axis", f"axis {ax.tolist()} must be a unit vector")
+                ax = ax / n
+                lim = el.find("limit")
+                lo = hi = None
+                if typ in ("revolute", "prismatic") and lim is not None:
+                    lo = float(ctx.floats(lim, "lower", 1, where + "/limit", (0.0,))[0])
+                    hi = float(ctx.floats(lim, "upper", 1, where + "/limit", (0.0,))[0])
+                    if lo == 0.0 and hi == 0.0:
+                        lo = hi = None
+                dyn = el.find("dynamics")
+                damping = float(ctx.floats(dyn, "damping", 1, where + "/dynamics", (0.0,))[0]) \
+                    if dyn is not None else 0.0
+                jt = {"revolute": J.REVOLUTE, "continuous": J.REVOLUTE_UB, "prismatic": J.PRISMATIC,
+                      "floating": J.FREE, "planar": J.PLANAR}[typ]
+                nb_ = new_body(chi, jn, jt, b, R, p, ax, lo, hi, damping)
+                link_at[chi] = (nb_, np.eye(3), np.zeros(3))
+                frames.append((jn, nb_, np.eye(3), np.zeros(3)))
+                frames.append((chi, nb_, np.eye(3), np.zeros(3)))
+                add_inertia(nb_, np.eye(3), np.zeros(3), chi)
+            visit(chi)
+
+    visit(rootl)
+    lost = sorted(set(links) - visited)
+    if lost:
+        raise URDFError(f"{path}: links {lost[:10]} are not reachable from root link {rootl!r}: "
+                        "their joints form a cycle")
+    nb = len(bodies)
+    if nb == 0:
+        raise URDFError(f"{path}: the robot has no movable joint")
+    name = root.get("name") or os.path.splitext(os.path.basename(path))[0]
+    lo, hi, damp = [], [], []
+    for bd in bodies:
+        nq_, nv_ = J.NQ[bd["jt"]], J.NV[bd["jt"]]
+        if bd["lo"] is not None:
+            lo.append([bd["lo"]]); hi.append([bd["hi"]])
+        else:
+            lo.append([-np.inf] * nq_); hi.append([np.inf] * nq_)
+        damp.append([bd["damping"] or 0.0] * nv_)
+    cat = lambda xs: np.concatenate([np.asarray(x, float) for x in xs]) if xs else np.zeros(0)
+    return dict(
+        parent=[bd["parent"] for bd in bodies], jtype=[bd["jt"] for bd in bodies],
+        Xtree_E=np.stack([bd["R"].T for bd in bodies]), Xtree_r=np.stack([bd["p"] for bd in bodies]),
+        axis=np.stack([bd["axis"] for bd in bodies]), mass=np.array([bd["m"] for bd in bodies]),
+        com=np.stack([bd["c"] for bd in bodies]), inertia=np.stack([bd["I"] for bd in bodies]),
+        q_lower=cat(lo), q_upper=cat(hi), damping=cat(damp),
+        body_names=[bd["name"] for bd in bodies], joint_names=[bd["jname"] for bd in bodies],
+        frames=frames, name=name)
+
+
+def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81)):
+    """Load a URDF file (or XML string) into a :class:`~jaxdyn.Model`.
+
+    Raises :class:`~jaxdyn.errors.URDFError` naming the file and element for malformed input.
+    """
+    if isinstance(path, (str, os.PathLike)) and not str(path).lstrip().startswith("<") \
+            and not os.path.exists(str(path)):
+        raise URDFError(f"{path}: no such file")
+    args = parse_urdf(path, floating_base)
+    try:
+        return build_model(gravity=gravity, **args)
+    except URDFError:
+        raise
+    except Exception as e:  # ModelError from validation: prefix the file
+        raise URDFError(f"{path}: {e}") from None

@@ -1,0 +1,252 @@
+"""Kinematics: joint transforms, forward kinematics, frames, Jacobians, accelerations, IK.
+
+Internal spatial vectors are angular-first (Featherstone).  Public frame velocities,
+accelerations and Jacobians use Pinocchio's convention: rows ``[linear; angular]`` and
+``reference`` = "world" (world axes, world origin), "local" (frame axes and origin) or
+"local_world_aligned" (frame origin, world axes).
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from . import spatial as sp
+from .model.configuration import _gather
+from .model.joints import jcalc
+from .model.model import Model, check_state
+from .tree import forward_sweep
+
+REFERENCES = ("world", "local", "local_world_aligned")
+
+
+def joint_transforms(model: Model, q):
+    """Per-body Xup (parent -> body Transform, leading axis nb) and S (nb, 6, k)."""
+    qj = _gather(q, model.qidx)
+
+    def one(t, axis, pitch, qq, E, r):
+        XJ, S = jcalc(model.types, model.k, t, axis, pitch, qq)
+        return sp.compose(XJ, sp.Transform(E, r)), S
+
+    return jax.vmap(one)(model.jtype, model.axis, model.pitch, qj, model.Xtree_E, model.Xtree_r)
+
+
+def _fk_step(X0_parent, Xup):
+    X = sp.compose(Xup, X0_parent)
+    return X, None
+
+
+def world_transforms(model: Model, Xup):
+    """0->body Transforms with leading axis nb + 1 (slot nb = world identity)."""
+    dt = Xup.r.dtype
+    X0, _ = forward_sweep(_fk_step, model, sp.identity(dt), Xup)
+    return X0
+
+
+def forward_kinematics(model: Model, q):
+    """World placements of all bodies: R (nb, 3, 3) body->world rotations, p (nb, 3) origins."""
+    check_state(model, q=q)
+    Xup, _ = joint_transforms(model, q)
+    X0 = world_transforms(model, Xup)
+    return jnp.swapaxes(X0.E[:-1], -1, -2), X0.r[:-1]
+
+
+def _frame_index(model, name_or_id):
+    return model.frame_id(name_or_id) if isinstance(name_or_id, str) else name_or_id
+
+
+def _frame_X0(model, X0, fid):
+    """0 -> frame Transform of frame fid, given 0->body transforms X0 (nb+1)."""
+    b = jnp.where(model.frame_body[fid] < 0, model.nb, model.frame_body[fid])
+    Xb = sp.Transform(X0.E[b], X0.r[b])
+    return sp.compose(sp.Transform(model.frame_E[fid], model.frame_r[fid]), Xb), b
+
+
+def frame_pose(model: Model, q, name):
+    """World pose of a named frame: (R (3, 3) frame->world rotation, p (3,) origin)."""
+    check_state(model, q=q)
+    fid = _frame_index(model, name)
+    Xup, _ = joint_transforms(model, q)
+    Xf, _ = _frame_X0(model, world_transforms(model, Xup), fid)
+    return Xf.E.T, Xf.r
+
+
+def frame_poses(model: Model, q):
+    """World poses of all frames: R (nf, 3, 3), p (nf, 3)."""
+    check_state(model, q=q)
+    Xup, _ = joint_transforms(model, q)
+    X0 = world_transforms(model, Xup)
+    Xf, _ = jax.vmap(lambda i: _frame_X0(model, X0, i))(jnp.arange(model.frame_body.shape[0]))
+    return jnp.swapaxes(Xf.E, -1, -2), Xf.r
+
+
+def _anc_step(anc_parent, onehot):
+    a = jnp.maximum(anc_parent, onehot)
+    return a, None
+
+
+def ancestors(model: Model):
+    """(nb + 1, nb) 0/1 matrix: row i marks body i and its ancestors (row nb = world: none)."""
+    eye = jnp.eye(model.nb, dtype=model.Xtree_r.dtype)
+    anc, _ = forward_sweep(_anc_step, model, jnp.zeros(model.nb, eye.dtype), eye)
+    return anc
+
+
+def motion_subspaces_world(model: Model, X0, S):
+    """S of every body in world coordinates (world origin): (nb, 6, k)."""
+    X = sp.Transform(X0.E[:-1], X0.r[:-1])
+    return jax.vmap(lambda Xi, Si: jax.vmap(lambda c: sp.apply_motion_inv(Xi, c), 1, 1)(Si))(X, S)
+
+
+def _scatter_cols(model: Model, blocks):
+    """blocks (nb, 6, k) -> (6, nv), summing columns into their dof index."""
+    out = jnp.zeros((6, model.nv + 1), blocks.dtype)
+    cols = jnp.transpose(blocks, (1, 0, 2)).reshape(6, -1)
+    return out.at[:, model.vidx.reshape(-1)].add(cols)[:, :-1]
+
+
+def _to_pin(m6):
+    """Angular-first (6, ...) -> Pinocchio's linear-first."""
+    return jnp.concatenate([m6[3:], m6[:3]], 0)
+
+
+def _change_reference(J0, Xf, reference):
+    """World-frame motion quantity (6, n) (angular-first) -> reference frame."""
+    if reference == "world":
+        return J0
+    if reference == "local":
+        return jax.vmap(lambda c: sp.apply_motion(Xf, c), 1, 1)(J0)
+    if reference == "local_world_aligned":
+        return jax.vmap(lambda c: sp.apply_motion(sp.xlt(Xf.r), c), 1, 1)(J0)
+    raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
+
+
+def frame_jacobian(model: Model, q, name, reference="world"):
+    """Jacobian (6, nv) of a named frame, rows [linear; angular] (Pinocchio's getFrameJacobian)."""
+    check_state(model, q=q)
+    fid = _frame_index(model, name)
+    Xup, S = joint_transforms(model, q)
+    X0 = world_transforms(model, Xup)
+    Xf, b = _frame_X0(model, X0, fid)
+    mask = ancestors(model)[b]
+    S0 = motion_subspaces_world(model, X0, S) * mask[:, None, None]
+    J0 = _scatter_cols(model, S0)
+    return _to_pin(_change_reference(J0, Xf, reference))
+
+
+def body_velocities(model: Model, q, qd, qdd=None, a0=None):
+    """Spatial velocity and acceleration of every body in body coordinates (angular-first).
+
+    Returns v, a: (nb + 1, 6) with slot nb = world (a[nb] = a0, default 0).
+    """
+    Xup, S = joint_transforms(model, q)
+    dt = Xup.r.dtype
+    qdj = _gather(qd, model.vidx)
+    qddj = _gather(jnp.zeros_like(qd) if qdd is None else qdd, model.vidx)
+    a0 = jnp.zeros(6, dt) if a0 is None else a0
+
+    def step(pa, x):
+        v_p, a_p = pa
+        X, Si, qdi, qddi = x
+        vJ = Si @ qdi
+        v = sp.apply_motion(X, v_p) + vJ
+        a = sp.apply_motion(X, a_p) + Si @ qddi + sp.cross_motion(v, vJ)
+        return (v, a), None
+
+    (v, a), _ = forward_sweep(step, model, (jnp.zeros(6, dt), a0), (Xup, S, qdj, qddj))
+    return v, a, Xup, S
+
+
+def _frame_motion(model, q, qd, qdd, name, reference, which):
+    fid = _frame_index(model, name)
+    v, a, Xup, S = body_velocities(model, q, qd, qdd)
+    X0 = world_transforms(model, Xup)
+    Xf, b = _frame_X0(model, X0, fid)
+    Xb = sp.Transform(X0.E[b], X0.r[b])
+    m_body = (v if which == "v" else a)[b]
+    m0 = sp.apply_motion_inv(Xb, m_body)
+    return _to_pin(_change_reference(m0[:, None], Xf, reference)[:, 0])
+
+
+def frame_velocity(model: Model, q, qd, name, reference="local"):
+    """Spatial velocity (6,) [linear; angular] of a frame (Pinocchio's getFrameVelocity)."""
+    check_state(model, q=q, qd=qd)
+    return _frame_motion(model, q, qd, None, name, reference, "v")
+
+
+def frame_acceleration(model: Model, q, qd, qdd, name, reference="local"):
+    """Spatial acceleration (6,) [linear; angular] (Pinocchio's getFrameAcceleration)."""
+    check_state(model, q=q, qd=qd, qdd=qdd)
+    return _frame_motion(model, q, qd, qdd, name, reference, "a")
+
+
+def frame_classical_acceleration(model: Model, q, qd, qdd, name, reference="local"):
+    """Classical acceleration of the frame origin [linear; angular]: spatial + omega x v."""
+    a = frame_acceleration(model, q, qd, qdd, name, reference)
+    v = frame_velocity(model, q, qd, name, reference)
+    return a.at[:3].add(jnp.cross(v[3:], v[:3]))
+
+
+def jdot_qdot(model: Model, q, qd, name, reference="local"):
+    """Spatial bias acceleration J-dot q-dot of a frame: its acceleration at qdd = 0."""
+    return frame_acceleration(model, q, qd, jnp.zeros_like(qd), name, reference)
+
+
+def point_velocity(model: Model, q, qd, name, point):
+    """World-frame linear velocity of a point fixed to a frame (point in frame coordinates)."""
+    R, p = frame_pose(model, q, name)
+    vw = frame_velocity(model, q, qd, name, "local_world_aligned")
+    return vw[:3] + jnp.cross(vw[3:], R @ point)
+
+
+def point_acceleration(model: Model, q, qd, qdd, name, point):
+    """World-frame classical linear acceleration of a point fixed to a frame."""
+    R, p = frame_pose(model, q, name)
+    r = R @ point
+    vw = frame_velocity(model, q, qd, name, "local_world_aligned")
+    aw = frame_acceleration(model, q, qd, qdd, name, "local_world_aligned")
+    w, vo = vw[3:], vw[:3]
+    vp = vo + jnp.cross(w, r)
+    # classical acceleration of the point: spatial a + w x v_point, shifted to the point
+    return aw[:3] + jnp.cross(aw[3:], r) + jnp.cross(w, vp)
+
+
+def inverse_kinematics(model: Model, name, R_target, p_target, q0, *, max_iters=100, tol=1e-10,
+                       damping=1e-6, max_step=0.5, position_only=False):
+    """Iterative IK (seed 004 Fig. 6) with a damped pseudo-inverse.
+
+    Drives frame ``name`` to the world pose (R_target, p_target).  Each iteration computes the
+    pose error e = [p_err; log3(R_target R^T)] (world axes), solves
+    ``dq = J^T (J J^T + damping 1)^-1 e`` with the local_world_aligned Jacobian, clips |dq| to
+    ``max_step`` and integrates q on the manifold.
+
+    Returns (q, converged, iterations, error_norm).
+    """
+    from .model.configuration import integrate
+    from .spatial.rotations import log3
+
+    fid = _frame_index(model, name)
+    rows = 3 if position_only else 6
+
+    def err(q):
+        R, p = frame_pose(model, q, fid)
+        e = jnp.concatenate([p_target - p, log3(R_target @ R.T)])
+        return e[:rows]
+
+    def cond(s):
+        q, i, en = s
+        return (i < max_iters) & (en > tol)
+
+    def body(s):
+        q, i, _ = s
+        e = err(q)
+        J = frame_jacobian(model, q, fid, "local_world_aligned")[:rows]
+        dq = J.T @ jnp.linalg.solve(J @ J.T + damping * jnp.eye(rows, dtype=J.dtype), e)
+        n = jnp.linalg.norm(dq)
+        dq = dq * jnp.minimum(1.0, max_step / jnp.maximum(n, 1e-30))
+        qn = integrate(model, q, dq, 1.0)
+        return qn, i + 1, jnp.linalg.norm(err(qn))
+
+    e0 = jnp.linalg.norm(err(q0))
+    q, it, en = lax.while_loop(cond, body, (q0, jnp.int32(0), e0))
+    return q, en <= tol, it, en

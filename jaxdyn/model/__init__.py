@@ -1,0 +1,6 @@
+"""Model pytree, joint models, configuration space, stacking."""
+from .model import Model, build_model, check_state
+from .joints import (FIXED, REVOLUTE, REVOLUTE_UB, PRISMATIC, HELICAL, SPHERICAL, FREE, PLANAR,
+                     JOINT_NAMES, jcalc)
+from .configuration import integrate, difference, neutral, random_configuration, normalize
+from .stack import stack, pad, pad_state

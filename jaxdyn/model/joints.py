@@ -1,0 +1,115 @@
+"""Joint models: ``jcalc`` returns the joint transform XJ and motion subspace S.
+
+Joint types (integer codes stored in ``Model.jtype``) and their coordinates, chosen to match
+Pinocchio so that states move between the two libraries as-is:
+
+=============  ====  ====  ==========================================================
+type           nq    nv    q / v
+=============  ====  ====  ==========================================================
+FIXED          0     0     -
+REVOLUTE       1     1     angle about unit ``axis``
+REVOLUTE_UB    2     1     (cos, sin) of the angle (URDF ``continuous``; Pinocchio RUB)
+PRISMATIC      1     1     displacement along ``axis``
+HELICAL        1     1     angle; translation ``pitch * angle`` along ``axis``
+SPHERICAL      4     3     unit quaternion (x, y, z, w); v = angular velocity, child frame
+FREE           7     6     position + quaternion; v = [linear; angular] in the child frame
+PLANAR         4     3     (x, y, cos, sin) in the parent xy-plane; v = (vx, vy, wz), child frame
+=============  ====  ====  ==========================================================
+
+All S are constant in the child frame, so the joint bias c_J is zero and the velocity-product
+term is v x (S qd) (Featherstone eq. 4.x).  S is returned angular-first (Featherstone order).
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ..spatial.rotations import quat_to_rot
+from ..spatial.transforms import Transform, skew
+
+FIXED, REVOLUTE, REVOLUTE_UB, PRISMATIC, HELICAL, SPHERICAL, FREE, PLANAR = range(8)
+JOINT_NAMES = {
+    FIXED: "fixed", REVOLUTE: "revolute", REVOLUTE_UB: "revolute_unbounded",
+    PRISMATIC: "prismatic", HELICAL: "helical", SPHERICAL: "spherical", FREE: "free",
+    PLANAR: "planar",
+}
+JOINT_CODES = {v: k for k, v in JOINT_NAMES.items()}
+NQ = {FIXED: 0, REVOLUTE: 1, REVOLUTE_UB: 2, PRISMATIC: 1, HELICAL: 1, SPHERICAL: 4, FREE: 7, PLANAR: 4}
+NV = {FIXED: 0, REVOLUTE: 1, REVOLUTE_UB: 1, PRISMATIC: 1, HELICAL: 1, SPHERICAL: 3, FREE: 6, PLANAR: 3}
+
+
+def joint_code(t) -> int:
+    """Integer code of a joint type given by name or code; raises on unknown types."""
+    from ..errors import ModelError
+
+    if isinstance(t, str):
+        if t not in JOINT_CODES:
+            raise ModelError(f"unknown joint type {t!r}; known: {sorted(JOINT_CODES)}")
+        return JOINT_CODES[t]
+    if int(t) not in JOINT_NAMES:
+        raise ModelError(f"unknown joint type code {t!r}; known: {JOINT_NAMES}")
+    return int(t)
+
+
+def _axis_rot(axis, c, s):
+    """Rotation (child axes in parent coordinates) by angle (cos c, sin s) about unit axis."""
+    K = skew(axis)
+    return jnp.eye(3, dtype=axis.dtype) + s * K + (1 - c) * (K @ K)
+
+
+def _one_col(k, col):
+    S = jnp.zeros((6, k), col.dtype)
+    return S.at[:, 0].set(col)
+
+
+def _jcalc_one(t, axis, pitch, qj, k):
+    """(E, r, S) of joint type t (a Python int). qj: (nqj,) padded coordinates."""
+    dt = axis.dtype
+    eye, zero3 = jnp.eye(3, dtype=dt), jnp.zeros(3, dt)
+    z3 = jnp.zeros(3, dt)
+    if t == FIXED:
+        return eye, zero3, jnp.zeros((6, k), dt)
+    if t == REVOLUTE or t == HELICAL:
+        th = qj[0]
+        R = _axis_rot(axis, jnp.cos(th), jnp.sin(th))
+        r = pitch * th * axis if t == HELICAL else zero3
+        col = jnp.concatenate([axis, pitch * axis if t == HELICAL else z3])
+        return R.T, r, _one_col(k, col)
+    if t == REVOLUTE_UB:
+        R = _axis_rot(axis, qj[0], qj[1])
+        return R.T, zero3, _one_col(k, jnp.concatenate([axis, z3]))
+    if t == PRISMATIC:
+        return eye, qj[0] * axis, _one_col(k, jnp.concatenate([z3, axis]))
+    if t == SPHERICAL:
+        R = quat_to_rot(qj[:4])
+        S = jnp.zeros((6, k), dt).at[:3, :3].set(eye)
+        return R.T, zero3, S
+    if t == FREE:
+        R = quat_to_rot(qj[3:7])
+        S = jnp.zeros((6, k), dt).at[3:, :3].set(eye).at[:3, 3:6].set(eye)
+        return R.T, qj[:3], S
+    if t == PLANAR:
+        R = _axis_rot(jnp.array([0.0, 0.0, 1.0], dt), qj[2], qj[3])
+        S = jnp.zeros((6, k), dt).at[3, 0].set(1.0).at[4, 1].set(1.0).at[2, 2].set(1.0)
+        return R.T, jnp.stack([qj[0], qj[1], 0 * qj[0]]), S
+    raise ValueError(f"unknown joint type {t}")
+
+
+def jcalc(types_present, k, jtype, axis, pitch, qj):
+    """Joint transform and motion subspace of one joint.
+
+    Args:
+      types_present: static tuple of joint codes that can occur (only these are computed).
+      k: static max dofs per joint (columns of S).
+      jtype: () int joint code; axis (3,) unit; pitch (); qj (nqj,) padded joint coordinates.
+    Returns:
+      XJ: Transform (parent-side joint frame -> child frame); S: (6, k), angular-first.
+    """
+    outs = [(t, _jcalc_one(t, axis, pitch, qj, k)) for t in types_present]
+    if len(outs) == 1:
+        E, r, S = outs[0][1]
+        return Transform(E, r), S
+    E, r, S = outs[0][1]
+    for t, (Et, rt, St) in outs[1:]:
+        sel = jtype == t
+        E, r, S = jnp.where(sel, Et, E), jnp.where(sel, rt, r), jnp.where(sel, St, S)
+    return Transform(E, r), S

@@ -1,0 +1,238 @@
+"""The Model pytree: physical parameters as array leaves, topology as integer arrays.
+
+Bodies are numbered 0..nb-1 in topological order (``parent[i] < i``; ``-1`` is the world).
+Body i is moved by joint i.  Its frame is the joint's child frame; ``Xtree[i]`` is the Plücker
+transform from the parent body frame to the joint's parent-side frame (Featherstone's
+``Xtree``), so ``Xup[i] = XJ[i] Xtree[i]``.
+
+Array leaves (``jax.grad`` w.r.t. a Model gives parameter gradients):
+
+======== ============== ===========================================================
+field    shape          meaning
+======== ============== ===========================================================
+parent   (nb,) int32    parent body, -1 = world
+jtype    (nb,) int32    joint code (see :mod:`jaxdyn.model.joints`)
+qidx     (nb, nqj) i32  q index of each joint coordinate; ``nq`` marks an unused slot
+vidx     (nb, k) int32  v index of each joint dof; ``nv`` marks an unused slot
+Xtree_E  (nb, 3, 3)     rotation part of Xtree
+Xtree_r  (nb, 3)        translation part of Xtree (joint origin in parent frame)
+axis     (nb, 3)        unit joint axis in the joint frame
+pitch    (nb,)          helical pitch (m / rad)
+mass     (nb,)          link mass
+com      (nb, 3)        center of mass in the body frame
+inertia  (nb, 3, 3)     rotational inertia about the COM, body-frame axes
+armature (nv,)          rotor inertia added to the diagonal of M (1 on padded dofs)
+damping  (nv,)          viscous joint damping (used by ``forward_dynamics`` and rollouts)
+v_pad    (nv,)          1.0 on dofs added by :func:`stack` padding, else 0
+q_lower  (nq,)          lower position limits (-inf if none)
+q_upper  (nq,)          upper position limits (+inf if none)
+frame_body (nf,) int32  body a named frame is attached to (-1 = world)
+frame_E, frame_r        Plücker transform body -> frame
+gravity  (3,)           gravity in world coordinates
+======== ============== ===========================================================
+
+Static metadata: sizes, the tuple of joint types present (only those branches are compiled),
+names of bodies, joints and frames.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import ModelError, ShapeError
+from . import joints as J
+
+_DATA = ("parent", "jtype", "qidx", "vidx", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com",
+         "inertia", "armature", "damping", "v_pad", "q_lower", "q_upper", "frame_body", "frame_E",
+         "frame_r", "gravity")
+_META = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names", "frame_names", "name")
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    parent: jax.Array
+    jtype: jax.Array
+    qidx: jax.Array
+    vidx: jax.Array
+    Xtree_E: jax.Array
+    Xtree_r: jax.Array
+    axis: jax.Array
+    pitch: jax.Array
+    mass: jax.Array
+    com: jax.Array
+    inertia: jax.Array
+    armature: jax.Array
+    damping: jax.Array
+    v_pad: jax.Array
+    q_lower: jax.Array
+    q_upper: jax.Array
+    frame_body: jax.Array
+    frame_E: jax.Array
+    frame_r: jax.Array
+    gravity: jax.Array
+    nb: int
+    nq: int
+    nv: int
+    nqj: int
+    k: int
+    types: Tuple[int, ...]
+    body_names: Tuple[str, ...] = ()
+    joint_names: Tuple[str, ...] = ()
+    frame_names: Tuple[str, ...] = ()
+    name: str = "model"
+
+    def replace(self, **kw) -> "Model":
+        return dataclasses.replace(self, **kw)
+
+    def frame_id(self, name: str) -> int:
+        """Index of a named frame (URDF link / joint name, DH frame, body name)."""
+        if name in self.frame_names:
+            return self.frame_names.index(name)
+        raise KeyError(f"model {self.name!r} has no frame named {name!r}; "
+                       f"frames: {list(self.frame_names)[:40]}{' ...' if len(self.frame_names) > 40 else ''}")
+
+    def body_id(self, name: str) -> int:
+        if name in self.body_names:
+            return self.body_names.index(name)
+        raise KeyError(f"model {self.name!r} has no body named {name!r}; bodies: {list(self.body_names)}")
+
+    def __repr__(self):
+        kinds = ",".join(J.JOINT_NAMES[t] for t in self.types)
+        return f"Model({self.name!r}, nb={self.nb}, nq={self.nq}, nv={self.nv}, joints={{{kinds}}})"
+
+
+jax.tree_util.register_dataclass(Model, data_fields=list(_DATA), meta_fields=list(_META))
+
+
+def _check_inertia(I, m, where):
+    I = np.asarray(I, float)
+    if I.shape != (3, 3) or not np.all(np.isfinite(I)):
+        raise ModelError(f"{where}: inertia must be a finite 3x3 matrix, got {I!r}")
+    if not np.allclose(I, I.T, atol=1e-9 * max(1.0, np.abs(I).max())):
+        raise ModelError(f"{where}: inertia is not symmetric: {I.tolist()}")
+    lam = np.linalg.eigvalsh(I)
+    scale = max(1e-12, np.abs(lam).max())
+    if lam[0] < -1e-9 * scale:
+        raise ModelError(f"{where}: inertia is not positive (semi)definite, principal moments {lam.tolist()}")
+    if lam[0] + lam[1] < lam[2] - 1e-9 * scale:
+        raise ModelError(f"{where}: principal moments {lam.tolist()} violate the triangle inequality "
+                         "I1 + I2 >= I3")
+
+
+def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pitch=None,
+                armature=None, damping=None, q_lower=None, q_upper=None, gravity=(0.0, 0.0, -9.81),
+                body_names=None, joint_names=None, frames=None, name="model") -> Model:
+    """Validate numpy inputs and build a :class:`Model`.
+
+    ``jtype`` entries are codes or names; ``frames`` is a list of (name, body, E, r).
+    Raises :class:`ModelError` naming the offending body.
+    """
+    parent = np.asarray(parent, int).reshape(-1)
+    nb = len(parent)
+    body_names = tuple(body_names or [f"body{i}" for i in range(nb)])
+    joint_names = tuple(joint_names or [f"joint{i}" for i in range(nb)])
+    if len(body_names) != nb or len(joint_names) != nb:
+        raise ModelError(f"{name}: {nb} bodies but {len(body_names)} body names / {len(joint_names)} joint names")
+    jcodes = []
+    for i, t in enumerate(list(jtype)):
+        try:
+            jcodes.append(J.joint_code(t))
+        except ModelError as e:
+            raise ModelError(f"{name}: body {i} ({body_names[i]!r}): {e}") from None
+    if len(jcodes) != nb:
+        raise ModelError(f"{name}: parent has {nb} entries but jtype has {len(jcodes)}")
+    for i, p in enumerate(parent):
+        if not (-1 <= p < i):
+            raise ModelError(f"{name}: body {i} ({body_names[i]!r}) has parent {p}; "
+                             "bodies must be in topological order with parent[i] < i (-1 = world)")
+
+    def arr(x, shape, what):
+        a = np.asarray(x, float)
+        if a.shape != shape:
+            raise ModelError(f"{name}: {what} must have shape {shape}, got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            bad = np.argwhere(~np.isfinite(a))[0]
+            raise ModelError(f"{name}: {what} has a non-finite entry at {tuple(bad)}")
+        return a
+
+    Xtree_E = arr(Xtree_E, (nb, 3, 3), "Xtree_E")
+    Xtree_r = arr(Xtree_r, (nb, 3), "Xtree_r")
+    axis = arr(axis, (nb, 3), "axis")
+    mass = arr(mass, (nb,), "mass")
+    com = arr(com, (nb, 3), "com")
+    inertia = arr(inertia, (nb, 3, 3), "inertia")
+    pitch = np.zeros(nb) if pitch is None else arr(pitch, (nb,), "pitch")
+    for i in range(nb):
+        where = f"{name}: body {i} ({body_names[i]!r})"
+        if not np.allclose(Xtree_E[i] @ Xtree_E[i].T, np.eye(3), atol=1e-8):
+            raise ModelError(f"{where}: Xtree rotation is not orthonormal")
+        if jcodes[i] in (J.REVOLUTE, J.REVOLUTE_UB, J.PRISMATIC, J.HELICAL):
+            n = np.linalg.norm(axis[i])
+            if abs(n - 1.0) > 1e-6:
+                raise ModelError(f"{where}: joint axis {axis[i].tolist()} has norm {n:.6g}; "
+                                 "it must be a unit vector")
+        else:
+            axis[i] = (0.0, 0.0, 1.0)
+        if mass[i] < 0:
+            raise ModelError(f"{where}: negative mass {mass[i]}")
+        _check_inertia(inertia[i], mass[i], where)
+    nqs = [J.NQ[t] for t in jcodes]
+    nvs = [J.NV[t] for t in jcodes]
+    nq, nv = int(sum(nqs)), int(sum(nvs))
+    nqj, k = max(max(nqs, default=0), 1), max(max(nvs, default=0), 1)
+    qidx = np.full((nb, nqj), nq, np.int32)
+    vidx = np.full((nb, k), nv, np.int32)
+    qa = va = 0
+    for i in range(nb):
+        qidx[i, :nqs[i]] = np.arange(qa, qa + nqs[i])
+        vidx[i, :nvs[i]] = np.arange(va, va + nvs[i])
+        qa += nqs[i]
+        va += nvs[i]
+    lo = np.full(nq, -np.inf) if q_lower is None else np.asarray(q_lower, float).reshape(nq)
+    hi = np.full(nq, np.inf) if q_upper is None else np.asarray(q_upper, float).reshape(nq)
+    arm = np.zeros(nv) if armature is None else np.asarray(armature, float).reshape(nv)
+    damp = np.zeros(nv) if damping is None else np.asarray(damping, float).reshape(nv)
+    if np.any(arm < 0) or np.any(damp < 0):
+        raise ModelError(f"{name}: armature and damping must be nonnegative")
+    frames = list(frames or [])
+    fnames, fbody, fE, fr = [], [], [], []
+    for i in range(nb):  # every body is a frame under its own name
+        fnames.append(body_names[i]); fbody.append(i); fE.append(np.eye(3)); fr.append(np.zeros(3))
+    for (fname, b, E, r) in frames:
+        if fname in fnames and fbody[fnames.index(fname)] == b and np.allclose(fr[fnames.index(fname)], r) \
+                and np.allclose(fE[fnames.index(fname)], E):
+            continue
+        fnames.append(fname); fbody.append(int(b)); fE.append(np.asarray(E, float)); fr.append(np.asarray(r, float))
+    f = jnp.asarray
+    return Model(
+        parent=f(parent.astype(np.int32)), jtype=f(np.asarray(jcodes, np.int32)), qidx=f(qidx),
+        vidx=f(vidx), Xtree_E=f(Xtree_E), Xtree_r=f(Xtree_r), axis=f(axis), pitch=f(pitch),
+        mass=f(mass), com=f(com), inertia=f(inertia), armature=f(arm), damping=f(damp),
+        v_pad=f(np.zeros(nv)), q_lower=f(lo), q_upper=f(hi),
+        frame_body=f(np.asarray(fbody, np.int32)), frame_E=f(np.asarray(fE).reshape(-1, 3, 3)),
+        frame_r=f(np.asarray(fr).reshape(-1, 3)), gravity=f(np.asarray(gravity, float)),
+        nb=nb, nq=nq, nv=nv, nqj=nqj, k=k, types=tuple(sorted(set(jcodes))),
+        body_names=body_names, joint_names=joint_names, frame_names=tuple(fnames), name=name)
+
+
+def check_state(model: Model, **arrays):
+    """Raise ShapeError unless each named array has trailing shape (model.nq,) / (model.nv,).
+
+    Pass e.g. ``q=q, qd=qd``; ``q`` must have nq entries, everything else nv.
+    Leading batch dimensions are not allowed (use ``jax.vmap``).
+    """
+    for nm, a in arrays.items():
+        if a is None:
+            continue
+        n = model.nq if nm in ("q", "q0") else model.nv
+        shp = jnp.shape(a)
+        if shp != (n,):
+            raise ShapeError(f"{nm} must have shape ({n},) for model {model.name!r} "
+                             f"(nq={model.nq}, nv={model.nv}), got {shp}; batch with jax.vmap")
+        dt = jnp.result_type(a)
+        if not jnp.issubdtype(dt, jnp.floating):
+            raise ShapeError(f"{nm} must be a floating-point array, got dtype {dt}")

@@ -1,0 +1,4 @@
+"""Built-in robots: ``planar3``, ``stanford_arm``, ``puma560`` (Saha Table II), ``random_tree``."""
+from .io.robots import planar3, stanford_arm, puma560, random_tree, random_inertia
+
+__all__ = ["planar3", "stanford_arm", "puma560", "random_tree", "random_inertia"]

@@ -1,0 +1,32 @@
+"""Spatial cross products (seed 004 Table 1: crm, crf).
+
+Motion ``v = [w; vo]``.  ``v x m = [w x mw; w x mv + vo x mw]`` and ``v x* f = -(v x)^T f``.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .transforms import skew
+
+
+def cross_motion(v, m):
+    """v x m (both motion vectors, (6,))."""
+    w, vo = v[:3], v[3:]
+    return jnp.concatenate([jnp.cross(w, m[:3]), jnp.cross(w, m[3:]) + jnp.cross(vo, m[:3])])
+
+
+def cross_force(v, f):
+    """v x* f (v motion, f force, (6,))."""
+    w, vo = v[:3], v[3:]
+    return jnp.concatenate([jnp.cross(w, f[:3]) + jnp.cross(vo, f[3:]), jnp.cross(w, f[3:])])
+
+
+def crm(v):
+    """6x6 matrix of v x (motion cross product)."""
+    W, V = skew(v[:3]), skew(v[3:])
+    return jnp.block([[W, jnp.zeros_like(W)], [V, W]])
+
+
+def crf(v):
+    """6x6 matrix of v x* (force cross product) = -crm(v)^T."""
+    return -crm(v).T

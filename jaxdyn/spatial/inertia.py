@@ -1,0 +1,106 @@
+"""Rigid-body spatial inertia stored compactly as (m, h = m c, Ibar).
+
+``Ibar`` is the rotational inertia about the body-frame origin:
+``Ibar = Ic + m (|c|^2 1 - c c^T)``.  As a 6x6 matrix (angular-first ordering)
+``I = [[Ibar, hx], [hx^T, m 1]]`` (Featherstone eq. 2.63 with h = m c).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+from .transforms import Transform, skew
+
+
+class Inertia(NamedTuple):
+    m: jnp.ndarray     # ()
+    h: jnp.ndarray     # (3,)  first moment m*c
+    Ibar: jnp.ndarray  # (3, 3) about the frame origin
+
+
+def mcI(m, c, Ic) -> Inertia:
+    """Spatial inertia from mass m, COM c (3,) and rotational inertia Ic (3,3) about the COM."""
+    c = jnp.asarray(c)
+    cx = skew(c)
+    return Inertia(jnp.asarray(m), m * c, Ic - m * (cx @ cx))
+
+
+def to_matrix(I: Inertia):
+    hx = skew(I.h)
+    return jnp.block([[I.Ibar, hx], [hx.T, I.m * jnp.eye(3, dtype=I.h.dtype)]])
+
+
+def apply(I: Inertia, v):
+    """I v for a motion vector v (6,) -> force (6,)."""
+    w, vo = v[:3], v[3:]
+    return jnp.concatenate([I.Ibar @ w + jnp.cross(I.h, vo), I.m * vo - jnp.cross(I.h, w)])
+
+
+def transform_to_parent(X: Transform, I: Inertia) -> Inertia:
+    """X^T I X: inertia given in frame B expressed in frame A, for X = (E, r): A -> B."""
+    hA = X.E.T @ I.h
+    h = hA + I.m * X.r
+    rx, hAx = skew(X.r), skew(hA)
+    Ibar = X.E.T @ I.Ibar @ X.E - rx @ hAx - skew(h) @ rx
+    return Inertia(I.m, h, Ibar)
+
+
+def add(a: Inertia, b: Inertia) -> Inertia:
+    return Inertia(a.m + b.m, a.h + b.h, a.Ibar + b.Ibar)
+
+
+def com(I: Inertia):
+    """Center of mass; NaN-free for m = 0 (returns 0)."""
+    safe = jnp.where(I.m > 0, I.m, 1.0)
+    return jnp.where(I.m > 0, I.h / safe, 0.0)
+
+
+def to_vector(I: Inertia):
+    """10 parameters (Pinocchio order): m, h_x, h_y, h_z, Ixx, Ixy, Iyy, Ixz, Iyz, Izz (about origin)."""
+    J = I.Ibar
+    return jnp.stack([I.m, I.h[0], I.h[1], I.h[2], J[0, 0], J[0, 1], J[1, 1], J[0, 2], J[1, 2], J[2, 2]])
+
+
+def from_vector(p) -> Inertia:
+    """Inverse of :func:`to_vector`."""
+    Ibar = jnp.stack([
+        jnp.stack([p[4], p[5], p[7]]),
+        jnp.stack([p[5], p[6], p[8]]),
+        jnp.stack([p[7], p[8], p[9]]),
+    ])
+    return Inertia(p[0], p[1:4], Ibar)
+
+
+def pseudo_inertia(I: Inertia):
+    """4x4 pseudo-inertia J = [[Sigma, h], [h^T, m]] with Sigma = tr(Ibar)/2 1 - Ibar.
+
+    Physical consistency <=> J is positive (semi)definite (Wensing et al. 2017).
+    """
+    Sigma = 0.5 * jnp.trace(I.Ibar) * jnp.eye(3, dtype=I.h.dtype) - I.Ibar
+    top = jnp.concatenate([Sigma, I.h[:, None]], 1)
+    bot = jnp.concatenate([I.h, I.m[None]])[None, :]
+    return jnp.concatenate([top, bot], 0)
+
+
+def from_pseudo_inertia(J) -> Inertia:
+    Sigma, h, m = J[:3, :3], J[:3, 3], J[3, 3]
+    return Inertia(m, h, jnp.trace(Sigma) * jnp.eye(3, dtype=J.dtype) - Sigma)
+
+
+def from_log_cholesky(theta) -> Inertia:
+    """Log-Cholesky parametrization theta (10,) -> physically consistent inertia.
+
+    J = U U^T with U upper triangular, positive diagonal exp(alpha, d1, d2, d3) (Rucker &
+    Wensing 2022).  Any real theta gives a valid body: use it for unconstrained identification.
+    """
+    alpha, d1, d2, d3, s12, s23, s13, t1, t2, t3 = [theta[i] for i in range(10)]
+    e = jnp.exp(alpha)
+    z = jnp.zeros_like(alpha)
+    U = e * jnp.stack([
+        jnp.stack([jnp.exp(d1), s12, s13, t1]),
+        jnp.stack([z, jnp.exp(d2), s23, t2]),
+        jnp.stack([z, z, jnp.exp(d3), t3]),
+        jnp.stack([z, z, z, jnp.ones_like(alpha)]),
+    ])
+    return from_pseudo_inertia(U @ U.T)

@@ -1,0 +1,140 @@
+"""Plücker coordinate transforms stored as (E, r).
+
+Conventions (Featherstone, *Rigid Body Dynamics Algorithms*, Table A.2; seed 004 Table 1):
+
+* A motion vector is ``[omega; v]`` (angular first), a force vector ``[n; f]``.
+* ``X = (E, r)`` is the transform from frame A to frame B, where ``E`` (3, 3) rotates
+  A-coordinates into B-coordinates and ``r`` (3,) is the position of B's origin expressed
+  in A-coordinates.  As a 6x6 motion transform ``X = [[E, 0], [-E rx, E]]``.
+* The placement of B in A (Pinocchio's ``SE3``) is ``(R, p) = (E^T, r)``.
+
+Every function acts on one object; batch with ``jax.vmap``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+
+class Transform(NamedTuple):
+    """Plücker transform A -> B: ``E`` (..., 3, 3), ``r`` (..., 3)."""
+
+    E: jnp.ndarray
+    r: jnp.ndarray
+
+
+def skew(v):
+    """3x3 cross-product matrix of v (3,): ``skew(v) @ x == cross(v, x)``."""
+    z = jnp.zeros_like(v[..., 0])
+    return jnp.stack(
+        [
+            jnp.stack([z, -v[..., 2], v[..., 1]], -1),
+            jnp.stack([v[..., 2], z, -v[..., 0]], -1),
+            jnp.stack([-v[..., 1], v[..., 0], z], -1),
+        ],
+        -2,
+    )
+
+
+def rot_E(axis: int, theta):
+    """Coordinate rotation E for a frame rotated by theta about x/y/z (Featherstone rotx etc)."""
+    c, s = jnp.cos(theta), jnp.sin(theta)
+    o, z = jnp.ones_like(c), jnp.zeros_like(c)
+    if axis == 0:
+        rows = [[o, z, z], [z, c, s], [z, -s, c]]
+    elif axis == 1:
+        rows = [[c, z, -s], [z, o, z], [s, z, c]]
+    else:
+        rows = [[c, s, z], [-s, c, z], [z, z, o]]
+    return jnp.stack([jnp.stack(rw, -1) for rw in rows], -2)
+
+
+def rotx(theta) -> Transform:
+    return Transform(rot_E(0, theta), jnp.zeros(jnp.shape(theta) + (3,), jnp.result_type(theta, float)))
+
+
+def roty(theta) -> Transform:
+    return Transform(rot_E(1, theta), jnp.zeros(jnp.shape(theta) + (3,), jnp.result_type(theta, float)))
+
+
+def rotz(theta) -> Transform:
+    return Transform(rot_E(2, theta), jnp.zeros(jnp.shape(theta) + (3,), jnp.result_type(theta, float)))
+
+
+def xlt(r) -> Transform:
+    r = jnp.asarray(r)
+    return Transform(jnp.broadcast_to(jnp.eye(3, dtype=r.dtype), r.shape[:-1] + (3, 3)), r)
+
+
+def identity(dtype=float) -> Transform:
+    return Transform(jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype))
+
+
+def compose(X_bc: Transform, X_ab: Transform) -> Transform:
+    """X_ac = X_bc X_ab (apply X_ab first)."""
+    return Transform(X_bc.E @ X_ab.E, X_ab.r + X_ab.E.T @ X_bc.r)
+
+
+def inverse(X: Transform) -> Transform:
+    """X^-1: B -> A."""
+    return Transform(X.E.T, -X.E @ X.r)
+
+
+def apply_motion(X: Transform, m):
+    """X m for a motion vector m (6,)."""
+    w, v = m[:3], m[3:]
+    return jnp.concatenate([X.E @ w, X.E @ (v - jnp.cross(X.r, w))])
+
+
+def apply_motion_inv(X: Transform, m):
+    """X^-1 m (B -> A) for a motion vector."""
+    Etw, Etv = X.E.T @ m[:3], X.E.T @ m[3:]
+    return jnp.concatenate([Etw, Etv + jnp.cross(X.r, Etw)])
+
+
+def apply_force(X: Transform, f):
+    """X* f (A -> B) for a force vector f (6,)."""
+    n, fl = f[:3], f[3:]
+    return jnp.concatenate([X.E @ (n - jnp.cross(X.r, fl)), X.E @ fl])
+
+
+def apply_force_T(X: Transform, f):
+    """X^T f: force in B -> force in A (the backward-sweep transfer)."""
+    Etn, Etf = X.E.T @ f[:3], X.E.T @ f[3:]
+    return jnp.concatenate([Etn + jnp.cross(X.r, Etf), Etf])
+
+
+def to_matrix(X: Transform):
+    """6x6 motion transform [[E, 0], [-E rx, E]]."""
+    Z = jnp.zeros_like(X.E)
+    return jnp.block([[X.E, Z], [-X.E @ skew(X.r), X.E]])
+
+
+def to_force_matrix(X: Transform):
+    """6x6 force transform X* = X^-T = [[E, -E rx], [0, E]]."""
+    Z = jnp.zeros_like(X.E)
+    return jnp.block([[X.E, -X.E @ skew(X.r)], [Z, X.E]])
+
+
+def from_matrix(X6) -> Transform:
+    """Inverse of :func:`to_matrix`."""
+    E = X6[:3, :3]
+    rx = -E.T @ X6[3:, :3]
+    return Transform(E, jnp.stack([rx[2, 1], rx[0, 2], rx[1, 0]]))
+
+
+def XtoV(X: Transform):
+    """Small-displacement motion vector of X (Featherstone Table 1): exact for small angles."""
+    E, r = X.E, X.r
+    w = 0.5 * jnp.stack([E[1, 2] - E[2, 1], E[2, 0] - E[0, 2], E[0, 1] - E[1, 0]])
+    return jnp.concatenate([w, r])
+
+
+def placement(X: Transform):
+    """Pinocchio-style placement (R, p) of B in A."""
+    return X.E.T, X.r
+
+
+def from_placement(R, p) -> Transform:
+    return Transform(jnp.swapaxes(R, -1, -2), p)
