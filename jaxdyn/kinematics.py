@@ -7,6 +7,8 @@ accelerations and Jacobians use Pinocchio's convention: rows ``[linear; angular]
 """
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -43,6 +45,7 @@ def world_transforms(model: Model, Xup):
     return X0
 
 
+@jax.jit
 def forward_kinematics(model: Model, q):
     """World placements of all bodies: R (nb, 3, 3) body->world rotations, p (nb, 3) origins."""
     check_state(model, q=q)
@@ -52,7 +55,31 @@ def forward_kinematics(model: Model, q):
 
 
 def _frame_index(model, name_or_id):
+    """Frame index: names are resolved in Python, integers (possibly traced) pass through."""
     return model.frame_id(name_or_id) if isinstance(name_or_id, str) else name_or_id
+
+
+def _by_index(fn):
+    """Public wrapper: resolve a frame name to an index *before* jit, so one compiled
+    program serves every frame of a model (names stay out of the jit cache key)."""
+    import functools
+
+    import inspect
+    statics = ("reference",) if "reference" in inspect.signature(fn).parameters else ()
+    jitted = jax.jit(fn, static_argnames=statics)
+
+    pos = list(inspect.signature(fn).parameters).index("name") - 1
+
+    @functools.wraps(fn)
+    def wrapper(model, *args, **kw):
+        args = list(args)
+        if "name" in kw:
+            kw["name"] = jnp.asarray(_frame_index(model, kw["name"]), jnp.int32)
+        else:
+            args[pos] = jnp.asarray(_frame_index(model, args[pos]), jnp.int32)
+        return jitted(model, *args, **kw)
+
+    return wrapper
 
 
 def _frame_X0(model, X0, fid):
@@ -71,6 +98,7 @@ def frame_pose(model: Model, q, name):
     return Xf.E.T, Xf.r
 
 
+@jax.jit
 def frame_poses(model: Model, q):
     """World poses of all frames: R (nf, 3, 3), p (nf, 3)."""
     check_state(model, q=q)
@@ -211,6 +239,7 @@ def point_acceleration(model: Model, q, qd, qdd, name, point):
     return aw[:3] + jnp.cross(aw[3:], r) + jnp.cross(w, vp)
 
 
+@partial(jax.jit, static_argnames=('name', 'max_iters', 'tol', 'damping', 'max_step', 'position_only'))
 def inverse_kinematics(model: Model, name, R_target, p_target, q0, *, max_iters=100, tol=1e-10,
                        damping=1e-6, max_step=0.5, position_only=False):
     """Iterative IK (seed 004 Fig. 6) with a damped pseudo-inverse.
@@ -250,3 +279,9 @@ def inverse_kinematics(model: Model, name, R_target, p_target, q0, *, max_iters=
     e0 = jnp.linalg.norm(err(q0))
     q, it, en = lax.while_loop(cond, body, (q0, jnp.int32(0), e0))
     return q, en <= tol, it, en
+
+
+for _n in ("frame_pose", "frame_jacobian", "frame_velocity", "frame_acceleration",
+           "frame_classical_acceleration", "jdot_qdot", "point_velocity", "point_acceleration"):
+    globals()[_n] = _by_index(globals()[_n])
+del _n

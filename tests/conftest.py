@@ -71,3 +71,18 @@ def rng_states(model, pm, n, seed=0):
         tau = rng.normal(size=pm.nv) * 5
         out.append((q, v, a, tau))
     return out
+
+
+try:  # Pinocchio's numpy views alias C++ memory; copies keep JAX away from freed buffers
+    import eigenpy
+    eigenpy.sharedMemory(False)
+except Exception:  # pragma: no cover
+    pass
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_programs():
+    """Drop compiled executables after each module: thousands of live XLA:CPU programs in one
+    process crashed jaxlib 0.10 here (segfault after ~1000 compilations)."""
+    yield
+    jax.clear_caches()

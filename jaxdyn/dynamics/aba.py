@@ -11,6 +11,8 @@ Padded dof slots get a unit pivot and zero acceleration.
 """
 from __future__ import annotations
 
+from functools import partial
+
 from typing import NamedTuple
 
 import jax
@@ -101,6 +103,7 @@ def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0):
     return scatter_dofs(model, qddb * dof_mask(model)) + model.v_pad * tau
 
 
+@partial(jax.jit, static_argnames=('f_ext_frame',))
 def aba(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """Forward dynamics qdd = M^-1 (tau - h + J^T f_ext) by the articulated-body algorithm.
 
@@ -120,6 +123,7 @@ def aba(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local")
     return aba_solve(model, fac, c, pA, tau, gravity_acceleration(model, gravity))
 
 
+@partial(jax.jit, static_argnames=('method',))
 def minv(model: Model, q, method="aba"):
     """M(q)^-1 (nv, nv).
 

@@ -6,6 +6,8 @@ inertia expressed in world axes, so the block of M for dofs of bodies i (descend
 """
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -30,6 +32,7 @@ def composite_inertias_world(model: Model, X0):
     return IC0, I0
 
 
+@jax.jit
 def crba(model: Model, q):
     """Joint-space inertia matrix M(q) (nv, nv), symmetric, armature on the diagonal."""
     check_state(model, q=q)

@@ -1,6 +1,8 @@
 """Energy, momentum and center of mass."""
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -10,6 +12,7 @@ from ..model.model import Model, check_state
 from .common import body_inertias
 
 
+@jax.jit
 def kinetic_energy(model: Model, q, qd):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 qd . armature qd."""
     check_state(model, q=q, qd=qd)
@@ -27,6 +30,7 @@ def _world_coms(model, q):
     return jnp.einsum("nij,nj->ni", R, model.com) + X0.r[:-1], X0
 
 
+@jax.jit
 def potential_energy(model: Model, q):
     """V = -sum_i m_i g . c_i (world COMs), zero at the world origin (Pinocchio's convention)."""
     check_state(model, q=q)
@@ -38,12 +42,14 @@ def total_mass(model: Model):
     return jnp.sum(model.mass)
 
 
+@jax.jit
 def center_of_mass(model: Model, q):
     """World position of the system's center of mass (3,)."""
     c, _ = _world_coms(model, q)
     return jnp.sum(model.mass[:, None] * c, 0) / jnp.sum(model.mass)
 
 
+@jax.jit
 def spatial_momentum(model: Model, q, qd):
     """Total spatial momentum in world coordinates about the world origin, [linear; angular]."""
     check_state(model, q=q, qd=qd)
@@ -56,6 +62,7 @@ def spatial_momentum(model: Model, q, qd):
     return jnp.concatenate([h0[3:], h0[:3]])
 
 
+@jax.jit
 def centroidal_momentum(model: Model, q, qd):
     """Spatial momentum about the center of mass, world axes, [linear; angular] (Pinocchio hg)."""
     h = spatial_momentum(model, q, qd)

@@ -1,6 +1,8 @@
 """The forward-dynamics front door: one name, many methods, identical answers."""
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -46,6 +48,7 @@ def _load_optional():
         pass
 
 
+@partial(jax.jit, static_argnames=('method',))
 def forward_dynamics(model: Model, q, qd, tau, method="aba", f_ext=None, gravity=None):
     """Joint accelerations qdd (nv,) under torques tau, with the model's joint damping.
 

@@ -1,6 +1,10 @@
 """Recursive Newton-Euler inverse dynamics (seed 004 Fig. 5; Featherstone RBDA Table 5.1)."""
 from __future__ import annotations
 
+from functools import partial
+
+import jax
+
 import jax.numpy as jnp
 
 from .. import spatial as sp
@@ -27,6 +31,7 @@ def _rnea_pass2_step(f, x):
     return sp.apply_force_T(X, f), S.T @ f
 
 
+@partial(jax.jit, static_argnames=('f_ext_frame',))
 def rnea(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"):
     """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q) - J^T f_ext.
 
@@ -55,11 +60,13 @@ def rnea(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"
     return scatter_dofs(model, tau_b) + model.armature * qdd
 
 
+@jax.jit
 def bias_forces(model: Model, q, qd, gravity=None):
     """h(q, qd) = C(q, qd) qd + g(q) (Pinocchio's nonLinearEffects).  (nv,)."""
     return rnea(model, q, qd, jnp.zeros_like(qd), gravity=gravity)
 
 
+@jax.jit
 def gravity_torques(model: Model, q, gravity=None):
     """g(q), the generalized gravity (Pinocchio's computeGeneralizedGravity).  (nv,)."""
     z = jnp.zeros(model.nv, jnp.result_type(q))

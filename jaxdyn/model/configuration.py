@@ -5,6 +5,8 @@ convention as ``pinocchio.integrate`` (body-frame velocities); ``difference`` is
 """
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -100,6 +102,7 @@ def _difference_joint(t, q0, q1, k):
     raise ValueError(t)
 
 
+@jax.jit
 def integrate(model: Model, q, v, dt=1.0):
     """q (+) v*dt on the configuration manifold.  q (nq,), v (nv,) -> (nq,)."""
     check_state(model, q=q, v=v)
@@ -109,6 +112,7 @@ def integrate(model: Model, q, v, dt=1.0):
     return _scatter(q, model.qidx, fn(model.jtype, qj, dv))
 
 
+@jax.jit
 def difference(model: Model, q0, q1):
     """v such that integrate(q0, v, 1) == q1.  (nq,), (nq,) -> (nv,)."""
     check_state(model, q0=q0, q=q1)
@@ -131,6 +135,7 @@ def _neutral_joint(t, nqj, dtype):
     return z
 
 
+@jax.jit
 def neutral(model: Model):
     """The neutral configuration (zero angles, identity quaternions), (nq,)."""
     dtype = model.Xtree_r.dtype
@@ -163,6 +168,7 @@ def _random_joint(t, key, lo, hi, nqj, dtype):
     return z
 
 
+@jax.jit
 def random_configuration(model: Model, key):
     """A random valid configuration: uniform within finite limits ([-pi, pi] / [-1, 1] where a
     joint has none), uniformly random unit quaternions.  (nq,)."""
@@ -175,6 +181,7 @@ def random_configuration(model: Model, key):
     return _scatter(jnp.zeros(model.nq, dtype), model.qidx, fn(model.jtype, keys, lo, hi))
 
 
+@jax.jit
 def normalize(model: Model, q):
     """Project q onto the manifold (renormalize quaternions and (cos, sin) pairs)."""
     def one(t, qj):

@@ -1,0 +1,51 @@
+"""Build the Pinocchio twin of a jaxdyn Model (for reference tests only)."""
+import numpy as np
+import pinocchio as pin
+
+from jaxdyn.model import joints as J
+
+
+def to_pinocchio(model):
+    pm = pin.Model()
+    pm.gravity = pin.Motion(np.concatenate([np.asarray(model.gravity), np.zeros(3)]))
+    ids = []
+    for i in range(model.nb):
+        t = int(model.jtype[i])
+        ax = np.asarray(model.axis[i])
+        if t == J.REVOLUTE:
+            jm = pin.JointModelRevoluteUnaligned(ax)
+        elif t == J.REVOLUTE_UB:
+            # pin's Python bindings cannot set an unaligned RUB axis: only axis-aligned ones
+            cls = {0: pin.JointModelRUBX, 1: pin.JointModelRUBY, 2: pin.JointModelRUBZ}
+            k = int(np.argmax(np.abs(ax)))
+            if not np.allclose(ax, np.eye(3)[k]):
+                raise NotImplementedError("unaligned revolute_unbounded axis")
+            jm = cls[k]()
+        elif t == J.PRISMATIC:
+            jm = pin.JointModelPrismaticUnaligned(ax)
+        elif t == J.HELICAL:
+            jm = pin.JointModelHelicalUnaligned(ax, float(model.pitch[i]))
+        elif t == J.SPHERICAL:
+            jm = pin.JointModelSpherical()
+        elif t == J.FREE:
+            jm = pin.JointModelFreeFlyer()
+        elif t == J.PLANAR:
+            jm = pin.JointModelPlanar()
+        else:
+            raise NotImplementedError(t)
+        p = int(model.parent[i])
+        pid = 0 if p < 0 else ids[p]
+        placement = pin.SE3(np.asarray(model.Xtree_E[i]).T, np.asarray(model.Xtree_r[i]))
+        jid = pm.addJoint(pid, jm, placement, model.joint_names[i])
+        pm.appendBodyToJoint(jid, pin.Inertia(float(model.mass[i]), np.asarray(model.com[i]),
+                                              np.asarray(model.inertia[i])), pin.SE3.Identity())
+        ids.append(jid)
+    return pm
+
+
+def align_rub_axes(model):
+    """Copy of model with revolute_unbounded axes snapped to +z (Pinocchio RUBZ)."""
+    ax = np.asarray(model.axis).copy()
+    ax[np.asarray(model.jtype) == J.REVOLUTE_UB] = (0.0, 0.0, 1.0)
+    import jax.numpy as jnp
+    return model.replace(axis=jnp.asarray(ax))
