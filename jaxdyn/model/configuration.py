@@ -27,11 +27,28 @@ def _scatter(base, idx, vals):
 
 
 def _select(types, jtype, fn):
+    """Evaluate fn(t) for each joint type present and pick the one of jtype.
+
+    Only use with branches that are NaN-free on any input; for inputs that some branch cannot
+    take (quaternions of another joint type), use :func:`_select_safe`.
+    """
     outs = [(t, fn(t)) for t in types]
     out = outs[0][1]
     for t, o in outs[1:]:
         out = jnp.where(jtype == t, o, out)
     return out
+
+
+def _select_safe(types, jtype, fn, *qs):
+    """Like _select, but each branch t sees its own neutral q where jtype != t, so the
+    unselected branches (normalizing a quaternion of zeros, say) cannot leak NaN gradients."""
+    def branch(t):
+        if len(types) == 1:
+            return fn(t, *qs)
+        neut = _neutral_joint(t, qs[0].shape[0], qs[0].dtype)
+        safe = [jnp.where(jtype == t, x, neut) for x in qs]
+        return fn(t, *safe)
+    return _select(types, jtype, branch)
 
 
 def _pad(x, n):
@@ -108,7 +125,7 @@ def integrate(model: Model, q, v, dt=1.0):
     check_state(model, q=q, v=v)
     qj = _gather(q, model.qidx)
     dv = _gather(v * dt, model.vidx)
-    fn = jax.vmap(lambda t, a, b: _select(model.types, t, lambda tt: _integrate_joint(tt, a, b, model.nqj)))
+    fn = jax.vmap(lambda t, a, b: _select_safe(model.types, t, lambda tt, a: _integrate_joint(tt, a, b, model.nqj), a))
     return _scatter(q, model.qidx, fn(model.jtype, qj, dv))
 
 
@@ -117,7 +134,7 @@ def difference(model: Model, q0, q1):
     """v such that integrate(q0, v, 1) == q1.  (nq,), (nq,) -> (nv,)."""
     check_state(model, q0=q0, q=q1)
     a, b = _gather(q0, model.qidx), _gather(q1, model.qidx)
-    fn = jax.vmap(lambda t, x, y: _select(model.types, t, lambda tt: _difference_joint(tt, x, y, model.k)))
+    fn = jax.vmap(lambda t, x, y: _select_safe(model.types, t, lambda tt, x, y: _difference_joint(tt, x, y, model.k), x, y))
     out = fn(model.jtype, a, b)
     return _scatter(jnp.zeros(model.nv, q0.dtype), model.vidx, out)
 
@@ -185,7 +202,7 @@ def random_configuration(model: Model, key):
 def normalize(model: Model, q):
     """Project q onto the manifold (renormalize quaternions and (cos, sin) pairs)."""
     def one(t, qj):
-        def f(tt):
+        def f(tt, qj):
             if tt == J.SPHERICAL:
                 return qj.at[:4].set(qj[:4] / jnp.linalg.norm(qj[:4]))
             if tt == J.FREE:
@@ -195,5 +212,5 @@ def normalize(model: Model, q):
             if tt == J.PLANAR:
                 return qj.at[2:4].set(qj[2:4] / jnp.linalg.norm(qj[2:4]))
             return qj
-        return _select(model.types, t, f)
+        return _select_safe(model.types, t, f, qj)
     return _scatter(q, model.qidx, jax.vmap(one)(model.jtype, _gather(q, model.qidx)))

@@ -1,0 +1,150 @@
+"""Identities between algorithms, stacking under vmap, gradients, singular states."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+import jaxdyn
+from conftest import urdf_path
+
+
+def models():
+    return [jaxdyn.robots.puma560(), jaxdyn.robots.stanford_arm(), jaxdyn.robots.planar3(),
+            jaxdyn.robots.random_tree(10, 0.5, 4, floating_base=True),
+            jaxdyn.robots.random_tree(9, 0.3, 2, joint_types=("spherical", "prismatic", "revolute"))]
+
+
+def rand_state(m, s):
+    q = jaxdyn.random_configuration(m, jax.random.PRNGKey(s))
+    r = np.random.default_rng(s)
+    return q, jnp.asarray(r.normal(size=m.nv)), jnp.asarray(r.normal(size=m.nv) * 3)
+
+
+@pytest.mark.parametrize("i", range(5))
+def test_rnea_aba_crba_identities(i):
+    m = models()[i]
+    for s in range(3):
+        q, qd, tau = rand_state(m, s)
+        qdd = jaxdyn.aba(m, q, qd, tau)
+        np.testing.assert_allclose(jaxdyn.rnea(m, q, qd, qdd), tau, atol=1e-10)
+        M, h = jaxdyn.crba(m, q), jaxdyn.bias_forces(m, q, qd)
+        np.testing.assert_allclose(M @ qdd + h, tau, atol=1e-10)
+        np.testing.assert_allclose(jaxdyn.forward_dynamics(m, q, qd, tau, method="crba"), qdd, atol=1e-10)
+        np.testing.assert_allclose(jaxdyn.minv(m, q) @ M, np.eye(m.nv), atol=1e-10)
+        np.testing.assert_allclose(jaxdyn.minv(m, q, method="cholesky"), jaxdyn.minv(m, q), atol=1e-10)
+        # kinetic energy = 1/2 qd^T M qd
+        np.testing.assert_allclose(jaxdyn.kinetic_energy(m, q, qd), 0.5 * qd @ M @ qd, rtol=1e-12)
+
+
+def test_damping_and_armature_enter_consistently():
+    m = jaxdyn.robots.puma560()
+    m = m.replace(damping=jnp.linspace(0.1, 0.6, 6), armature=jnp.linspace(0.01, 0.06, 6))
+    q, qd, tau = rand_state(m, 1)
+    qdd = jaxdyn.forward_dynamics(m, q, qd, tau)
+    np.testing.assert_allclose(qdd, jaxdyn.aba(m, q, qd, tau - m.damping * qd), atol=1e-12)
+    M = jaxdyn.crba(m, q)
+    np.testing.assert_allclose(M @ qdd + jaxdyn.bias_forces(m, q, qd), tau - m.damping * qd, atol=1e-10)
+    np.testing.assert_allclose(jaxdyn.forward_dynamics(m, q, qd, tau, method="crba"), qdd, atol=1e-10)
+
+
+def test_revolute_unbounded_equals_revolute():
+    m = jaxdyn.robots.random_tree(6, 0.3, 8, joint_types=("revolute",))
+    mu = m.replace(jtype=jnp.full_like(m.jtype, jaxdyn.model.REVOLUTE_UB))
+    from jaxdyn.model import build_model
+    mu = build_model(parent=m.parent, jtype=["revolute_unbounded"] * 6, Xtree_E=m.Xtree_E, Xtree_r=m.Xtree_r,
+                     axis=m.axis, mass=m.mass, com=m.com, inertia=m.inertia)
+    th = jnp.linspace(-2, 2, 6)
+    qu = jnp.stack([jnp.cos(th), jnp.sin(th)], 1).reshape(-1)
+    qd, tau = jnp.ones(6) * 0.3, jnp.arange(6.0)
+    np.testing.assert_allclose(jaxdyn.aba(mu, qu, qd, tau), jaxdyn.aba(m, th, qd, tau), atol=1e-12)
+    np.testing.assert_allclose(jaxdyn.frame_pose(mu, qu, "body5")[1], jaxdyn.frame_pose(m, th, "body5")[1], atol=1e-12)
+
+
+def test_stacked_heterogeneous_models_under_vmap():
+    panda = jaxdyn.load_urdf(urdf_path("panda"))
+    ms = [jaxdyn.robots.puma560(), jaxdyn.robots.stanford_arm(), panda,
+          jaxdyn.robots.random_tree(5, 0.5, 1, floating_base=True)]
+    big = jaxdyn.stack(ms)
+    assert big.nq == max(m.nq for m in ms) and big.nv == max(m.nv for m in ms)
+    qs, qds, taus = [], [], []
+    for j, m in enumerate(ms):
+        q, qd, tau = rand_state(m, j)
+        qs.append(jaxdyn.pad_state(m, q, big.nq)); qds.append(jaxdyn.pad_state(m, qd, big.nv))
+        taus.append(jaxdyn.pad_state(m, tau, big.nv))
+    Q, QD, T = jnp.stack(qs), jnp.stack(qds), jnp.stack(taus)
+    R, P = jax.vmap(jaxdyn.forward_kinematics)(big, Q)
+    qdd = jax.vmap(jaxdyn.aba)(big, Q, QD, T)
+    tau_back = jax.vmap(jaxdyn.rnea)(big, Q, QD, qdd)
+    Ms = jax.vmap(jaxdyn.crba)(big, Q)
+    for j, m in enumerate(ms):
+        Rj, Pj = jaxdyn.forward_kinematics(m, Q[j, :m.nq])
+        np.testing.assert_allclose(P[j, :m.nb], Pj, atol=1e-12)
+        np.testing.assert_allclose(R[j, :m.nb], Rj, atol=1e-12)
+        np.testing.assert_allclose(qdd[j, :m.nv], jaxdyn.aba(m, Q[j, :m.nq], QD[j, :m.nv], T[j, :m.nv]), atol=1e-10)
+        np.testing.assert_allclose(qdd[j, m.nv:], T[j, m.nv:], atol=0)  # padded dofs: unit inertia
+        np.testing.assert_allclose(tau_back[j], T[j], atol=1e-10)
+        np.testing.assert_allclose(Ms[j, :m.nv, :m.nv], jaxdyn.crba(m, Q[j, :m.nq]), atol=1e-10)
+        np.testing.assert_allclose(Ms[j, m.nv:, m.nv:], np.eye(big.nv - m.nv), atol=0)
+
+
+def test_integrate_difference_roundtrip():
+    m = jaxdyn.robots.random_tree(10, 0.5, 4, floating_base=True)
+    for s in range(3):
+        q0 = jaxdyn.random_configuration(m, jax.random.PRNGKey(s))
+        v = jnp.asarray(np.random.default_rng(s).normal(size=m.nv))
+        q1 = jaxdyn.integrate(m, q0, v, 0.5)
+        np.testing.assert_allclose(jaxdyn.difference(m, q0, q1), 0.5 * v, atol=1e-10)
+
+
+def test_jacobian_columns_equal_fd_of_fk():
+    m = jaxdyn.robots.random_tree(8, 0.5, 4, floating_base=True)
+    q = jaxdyn.random_configuration(m, jax.random.PRNGKey(0))
+    name = m.body_names[-1]
+    J = jaxdyn.frame_jacobian(m, q, name, "local_world_aligned")
+    R0, p0 = jaxdyn.frame_pose(m, q, name)
+    eps = 1e-6
+    from jaxdyn.spatial.rotations import log3
+    for k in range(m.nv):
+        dv = jnp.zeros(m.nv).at[k].set(eps)
+        Rp, pp = jaxdyn.frame_pose(m, jaxdyn.integrate(m, q, dv), name)
+        Rm, pm_ = jaxdyn.frame_pose(m, jaxdyn.integrate(m, q, -dv), name)
+        np.testing.assert_allclose((pp - pm_) / (2 * eps), J[:3, k], atol=1e-7)
+        np.testing.assert_allclose((log3(Rp @ R0.T) - log3(Rm @ R0.T)) / (2 * eps), J[3:, k], atol=1e-7)
+
+
+def test_gradients_check_grads():
+    m = jaxdyn.robots.puma560()
+    q, qd, tau = rand_state(m, 0)
+    check_grads(lambda q, qd, tau: jaxdyn.aba(m, q, qd, tau), (q, qd, tau), order=2, modes=["fwd", "rev"])
+    check_grads(lambda q, qd: jaxdyn.rnea(m, q, qd, tau), (q, qd), order=2, modes=["fwd", "rev"])
+    check_grads(lambda q: jaxdyn.crba(m, q), (q,), order=1, modes=["fwd", "rev"])
+
+    def aba_params(mass, inertia):
+        return jaxdyn.aba(m.replace(mass=mass, inertia=inertia), q, qd, tau)
+    check_grads(aba_params, (m.mass, m.inertia), order=1, modes=["fwd", "rev"])
+    check_grads(lambda mass: jaxdyn.rnea(m.replace(mass=mass), q, qd, tau), (m.mass,), order=2, modes=["rev"])
+
+
+def test_gradients_nan_free_at_neutral_and_quaternion_poles():
+    m = jaxdyn.robots.random_tree(6, 0.5, 4, floating_base=True,
+                                  joint_types=("spherical", "revolute", "prismatic"))
+    q0 = jaxdyn.neutral(m)
+    for q in (q0, q0.at[6].set(-1.0)):  # free-flyer quaternion w = +1 and w = -1
+        qd = jnp.zeros(m.nv)
+        for f in (lambda q: jnp.sum(jaxdyn.aba(m, q, qd, qd)), lambda q: jnp.sum(jaxdyn.crba(m, q)),
+                  lambda q: jnp.sum(jaxdyn.integrate(m, q, qd))):
+            g = jax.grad(f)(q)
+            assert np.all(np.isfinite(g))
+        gm = jax.grad(lambda mm: jnp.sum(jaxdyn.aba(mm, q, qd, qd)), allow_int=True)(m)
+        assert all(np.all(np.isfinite(x)) for x in jax.tree_util.tree_leaves(gm)
+                   if jnp.issubdtype(x.dtype, jnp.floating))
+
+
+def test_singular_articulated_inertia_returns_nan():
+    """A massless, inertia-free leaf body on a revolute joint: D = 0 -> aba returns NaN."""
+    m = jaxdyn.robots.puma560()
+    m = m.replace(mass=m.mass.at[5].set(0.0), inertia=m.inertia.at[5].set(0.0))
+    q, qd, tau = rand_state(m, 0)
+    assert np.all(np.isnan(jaxdyn.aba(m, q, qd, tau)))
+    assert np.all(np.isfinite(jaxdyn.rnea(m, q, qd, tau)))  # inverse dynamics stays defined
