@@ -14,9 +14,9 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from ..errors import URDFError
+from ..errors import ModelError, URDFError
 from ..model import joints as J
-from ..model.model import build_model
+from ..model.model import _check_inertia, build_model
 
 
 def rpy_to_R(rpy):
@@ -72,6 +72,12 @@ def _inertial(ctx, link):
     I = np.array([[vals["ixx"], vals["ixy"], vals["ixz"]],
                   [vals["ixy"], vals["iyy"], vals["iyz"]],
                   [vals["ixz"], vals["iyz"], vals["izz"]]])
+    if m < 0:
+        raise ctx.err(where + "/inertial/mass", f"negative mass {m}")
+    try:
+        _check_inertia(I, m, where + "/inertial/inertia")
+    except ModelError as e:
+        raise URDFError(f"{ctx.path}: {e}") from None
     return m, c, R @ I @ R.T
 
 
