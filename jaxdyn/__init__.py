@@ -16,3 +16,4 @@ from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, minv, forw
                        centroidal_momentum, total_mass)
 
 __version__ = "0.1.0"
+from .integrate import rollout, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque

@@ -1,0 +1,89 @@
+"""Simulation configs (TOML): schema, defaults and validation naming the offending key."""
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from importlib import resources
+
+from .errors import ConfigError
+
+SCHEMA = {
+    "robot": {"name": str},
+    "simulation": {"T": float, "dt": float, "integrator": str, "rtol": float, "atol": float, "method": str},
+    "initial": {"q0": list, "qd0": list},
+    "control": {"type": str, "q_final": list, "kp": float, "kd": float},
+}
+DEFAULTS = {
+    "simulation": {"T": 10.0, "dt": 0.01, "integrator": "rkf45", "rtol": 1e-8, "atol": 1e-10, "method": "aba"},
+    "control": {"type": "zero"},
+}
+DEFAULT_CONFIG = "puma_freefall"
+
+
+def builtin_configs():
+    return sorted(p.name[:-5] for p in resources.files("jaxdyn.configs").iterdir() if p.name.endswith(".toml"))
+
+
+def load_config(path=None) -> dict:
+    """Read a TOML config (path, or the name of a built-in one), validate, fill defaults."""
+    if path is None:
+        path = DEFAULT_CONFIG
+    if not os.path.exists(path):
+        name = os.path.basename(path)[:-5] if path.endswith(".toml") else path
+        if name in builtin_configs():
+            text = (resources.files("jaxdyn.configs") / f"{name}.toml").read_text()
+            return validate(tomllib.loads(text), name)
+        raise ConfigError(f"config {path!r} not found (built-in configs: {builtin_configs()})")
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    return validate(raw, os.path.splitext(os.path.basename(path))[0])
+
+
+def validate(raw: dict, name: str) -> dict:
+    cfg = {"name": name}
+    for sec, val in raw.items():
+        if sec not in SCHEMA:
+            raise ConfigError(f"{name}: unknown section [{sec}]; known: {sorted(SCHEMA)}")
+        if not isinstance(val, dict):
+            raise ConfigError(f"{name}: [{sec}] must be a table")
+        for k, v in val.items():
+            if k not in SCHEMA[sec]:
+                raise ConfigError(f"{name}: unknown key {sec}.{k}; known: {sorted(SCHEMA[sec])}")
+            typ = SCHEMA[sec][k]
+            if typ is float and isinstance(v, int) and not isinstance(v, bool):
+                v = float(v)
+            if not isinstance(v, typ) or isinstance(v, bool):
+                raise ConfigError(f"{name}: {sec}.{k} must be {typ.__name__}, got {type(v).__name__} {v!r}")
+            if typ is list:
+                if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+                    raise ConfigError(f"{name}: {sec}.{k} must be a list of numbers, got {v!r}")
+                v = [float(x) for x in v]
+                if any(not math.isfinite(x) for x in v):
+                    raise ConfigError(f"{name}: {sec}.{k} contains NaN or inf: {v!r}")
+            if typ is float and not math.isfinite(v):
+                raise ConfigError(f"{name}: {sec}.{k} must be finite, got {v!r}")
+        cfg[sec] = dict(val)
+        for k, v in val.items():
+            if SCHEMA[sec][k] is float:
+                cfg[sec][k] = float(v)
+    for sec, d in DEFAULTS.items():
+        cfg[sec] = {**d, **cfg.get(sec, {})}
+    if "robot" not in cfg or "name" not in cfg["robot"]:
+        raise ConfigError(f"{name}: missing robot.name")
+    s = cfg["simulation"]
+    if s["dt"] <= 0:
+        raise ConfigError(f"{name}: simulation.dt must be > 0, got {s['dt']}")
+    if s["T"] <= 0:
+        raise ConfigError(f"{name}: simulation.T must be > 0, got {s['T']}")
+    if s["integrator"] not in ("euler", "rk4", "rkf45", "abm"):
+        raise ConfigError(f"{name}: simulation.integrator must be euler|rk4|rkf45|abm, got {s['integrator']!r}")
+    if cfg["control"]["type"] not in ("zero", "feedforward", "computed_torque"):
+        raise ConfigError(f"{name}: control.type must be zero|feedforward|computed_torque")
+    if cfg["control"]["type"] != "zero" and "q_final" not in cfg["control"]:
+        raise ConfigError(f"{name}: control.q_final is required for control.type = "
+                          f"{cfg['control']['type']!r}")
+    return cfg
