@@ -91,3 +91,13 @@ def test_state_shapes_checked_at_call_entry():
         jaxdyn.rnea(m, np.zeros(6), np.zeros(6), np.zeros(6), f_ext=np.zeros((6, 3)))
     with pytest.raises(KeyError, match="no frame named 'hand'"):
         jaxdyn.frame_pose(m, np.zeros(6), "hand")
+
+
+def test_urdf_triangle_violation_warns_not_raises(tmp_path):
+    """Real URDFs (ANYmal C camera links) violate I1 + I2 >= I3 slightly: warn, keep loading."""
+    bad = GOOD.replace('ixx="0.1"', 'ixx="0.001"').replace('iyy="0.1"', 'iyy="0.001"')
+    with pytest.warns(UserWarning, match=r"link 'l1'/inertial/inertia.*triangle"):
+        assert jaxdyn.load_urdf(write(tmp_path, bad)).nb == 1
+    neg = GOOD.replace('ixx="0.1"', 'ixx="-0.1"')
+    with pytest.raises(URDFError, match=r"link 'l1'/inertial/inertia.*positive"):
+        jaxdyn.load_urdf(write(tmp_path, neg))

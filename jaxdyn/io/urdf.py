@@ -75,7 +75,7 @@ def _inertial(ctx, link):
     if m < 0:
         raise ctx.err(where + "/inertial/mass", f"negative mass {m}")
     try:
-        _check_inertia(I, m, where + "/inertial/inertia")
+        _check_inertia(I, m, f"{ctx.path}: {where}/inertial/inertia", triangle="warn")
     except ModelError as e:
         raise URDFError(f"{ctx.path}: {e}") from None
     return m, c, R @ I @ R.T
@@ -260,7 +260,7 @@ def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81)):
         raise URDFError(f"{path}: no such file")
     args = parse_urdf(path, floating_base)
     try:
-        return build_model(gravity=gravity, **args)
+        return build_model(gravity=gravity, triangle="warn", **args)
     except URDFError:
         raise
     except Exception as e:  # ModelError from validation: prefix the file

@@ -108,7 +108,7 @@ class Model:
 jax.tree_util.register_dataclass(Model, data_fields=list(_DATA), meta_fields=list(_META))
 
 
-def _check_inertia(I, m, where):
+def _check_inertia(I, m, where, triangle="raise"):
     I = np.asarray(I, float)
     if I.shape != (3, 3) or not np.all(np.isfinite(I)):
         raise ModelError(f"{where}: inertia must be a finite 3x3 matrix, got {I!r}")
@@ -119,17 +119,22 @@ def _check_inertia(I, m, where):
     if lam[0] < -1e-9 * scale:
         raise ModelError(f"{where}: inertia is not positive (semi)definite, principal moments {lam.tolist()}")
     if lam[0] + lam[1] < lam[2] - 1e-9 * scale:
-        raise ModelError(f"{where}: principal moments {lam.tolist()} violate the triangle inequality "
-                         "I1 + I2 >= I3")
+        msg = f"{where}: principal moments {lam.tolist()} violate the triangle inequality I1 + I2 >= I3"
+        if triangle == "raise":
+            raise ModelError(msg)
+        import warnings
+        warnings.warn(msg + " (accepted: data from a file)", stacklevel=3)
 
 
 def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pitch=None,
                 armature=None, damping=None, q_lower=None, q_upper=None, gravity=(0.0, 0.0, -9.81),
-                body_names=None, joint_names=None, frames=None, name="model") -> Model:
+                body_names=None, joint_names=None, frames=None, name="model", triangle="raise") -> Model:
     """Validate numpy inputs and build a :class:`Model`.
 
     ``jtype`` entries are codes or names; ``frames`` is a list of (name, body, E, r).
-    Raises :class:`ModelError` naming the offending body.
+    Raises :class:`ModelError` naming the offending body.  ``triangle="warn"`` downgrades a
+    violated triangle inequality (I1 + I2 < I3, seen in real URDFs such as ANYmal C's camera
+    links) to a warning; negative moments always raise.
     """
     parent = np.asarray(parent, int).reshape(-1)
     nb = len(parent)
@@ -179,7 +184,7 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
             axis[i] = (0.0, 0.0, 1.0)
         if mass[i] < 0:
             raise ModelError(f"{where}: negative mass {mass[i]}")
-        _check_inertia(inertia[i], mass[i], where)
+        _check_inertia(inertia[i], mass[i], where, triangle)
     nqs = [J.NQ[t] for t in jcodes]
     nvs = [J.NV[t] for t in jcodes]
     nq, nv = int(sum(nqs)), int(sum(nvs))

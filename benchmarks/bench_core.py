@@ -1,0 +1,164 @@
+"""Core-dynamics throughput: µs per robot-step for rnea / crba / aba, jaxdyn vs Pinocchio.
+
+Usage: python benchmarks/bench_core.py [--robots panda,g1] [--batches 1,64,4096]
+         [--dtypes f64,f32] [--algos aba,rnea,crba] [--out benchmarks/results/core.json]
+
+For each robot, dtype, algorithm and batch size B it jit-compiles ``vmap(algo)`` (B > 1) or
+``algo`` (B = 1), reports compile time and the median wall time of repeated calls divided by
+B.  Pinocchio is measured in the same run: a Python loop of ``pin.aba`` / ``pin.rnea`` /
+``pin.crba`` (per call) and ``pin.abaInParallel`` when available.  Writes JSON and a PNG plot.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+
+URDFS = {
+    "panda": ("panda_description/urdf/panda.urdf", False),
+    "anymal_c": ("anymal_c_simple_description/urdf/anymal.urdf", True),
+    "talos_reduced": ("talos_data/robots/talos_reduced.urdf", True),
+    "g1": ("g1_description/urdf/g1_29dof_rev_1_0.urdf", True),
+}
+
+
+def robots_dir():
+    for p in sys.path:
+        d = os.path.join(p, "cmeel.prefix", "share", "example-robot-data", "robots")
+        if os.path.isdir(d):
+            return d
+    raise SystemExit("example-robot-data not installed (pip install -e '.[test]')")
+
+
+def timeit(fn, min_time=0.5, min_reps=3):
+    fn()  # warm
+    times = []
+    t_start = time.perf_counter()
+    while len(times) < min_reps or time.perf_counter() - t_start < min_time:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if len(times) > 200:
+            break
+    return float(np.median(times))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--robots", default="panda,anymal_c,talos_reduced,g1")
+    ap.add_argument("--batches", default="1,64,4096")
+    ap.add_argument("--dtypes", default="f64,f32")
+    ap.add_argument("--algos", default="aba,rnea,crba")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "core.json"))
+    args = ap.parse_args()
+
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import pinocchio as pin
+
+    import jaxdyn
+
+    rd = robots_dir()
+    results = dict(machine=dict(platform=platform.platform(), cpus=os.cpu_count(), jax=jax.__version__,
+                                pinocchio=pin.__version__, device=str(jax.devices()[0])), rows=[])
+    for rname in args.robots.split(","):
+        path, fb = URDFS[rname]
+        path = os.path.join(rd, path)
+        model64 = jaxdyn.load_urdf(path, floating_base=fb)
+        pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if fb else pin.buildModelFromUrdf(path)
+        pd = pm.createData()
+        rng = np.random.default_rng(0)
+        nq, nv = pm.nq, pm.nv
+        Bmax = max(int(b) for b in args.batches.split(","))
+        qs = np.stack([pin.randomConfiguration(pm, -np.ones(nq), np.ones(nq)) for _ in range(min(Bmax, 256))])
+        qs = np.resize(qs, (Bmax, nq))
+        vs, taus = rng.normal(size=(Bmax, nv)), rng.normal(size=(Bmax, nv))
+        # Pinocchio per-call loops
+        pin_fns = {"aba": lambda i: pin.aba(pm, pd, qs[i], vs[i], taus[i]),
+                   "rnea": lambda i: pin.rnea(pm, pd, qs[i], vs[i], taus[i]),
+                   "crba": lambda i: pin.crba(pm, pd, qs[i])}
+        for algo in args.algos.split(","):
+            n = 2000
+            t = timeit(lambda: [pin_fns[algo](i % Bmax) for i in range(n)], min_time=0.3) / n
+            results["rows"].append(dict(robot=rname, lib="pinocchio", algo=algo, B=1, dtype="f64",
+                                        us_per_robot_step=1e6 * t))
+            print(f"{rname:14s} pinocchio {algo:5s} loop         {1e6 * t:9.3f} us/call", flush=True)
+        if hasattr(pin, "abaInParallel") and "aba" in args.algos:
+            try:
+                Q, V, TAU = (np.asfortranarray(x.T) for x in (qs, vs, taus))
+                pool = pin.ModelPool(pm, 2)
+                res = np.zeros((nv, Bmax), order="F")
+                t = timeit(lambda: pin.abaInParallel(2, pool, Q, V, TAU, res), min_time=0.3) / Bmax
+                results["rows"].append(dict(robot=rname, lib="pinocchio-parallel2", algo="aba", B=Bmax,
+                                            dtype="f64", us_per_robot_step=1e6 * t))
+                print(f"{rname:14s} pinocchio abaInParallel(2) B={Bmax} {1e6 * t:9.3f} us/robot", flush=True)
+            except Exception as e:  # binding signature differs between versions
+                print(f"{rname}: abaInParallel not measured ({type(e).__name__}: {e})", flush=True)
+        for dname in args.dtypes.split(","):
+            dt = jnp.float64 if dname == "f64" else jnp.float32
+            model = jax.tree_util.tree_map(lambda x: x.astype(dt) if jnp.issubdtype(x.dtype, jnp.floating) else x,
+                                           model64)
+            fns = {"aba": lambda m, q, v, t: jaxdyn.aba(m, q, v, t),
+                   "rnea": lambda m, q, v, t: jaxdyn.rnea(m, q, v, t),
+                   "crba": lambda m, q, v, t: jaxdyn.crba(m, q)}
+            for algo in args.algos.split(","):
+                for B in (int(b) for b in args.batches.split(",")):
+                    f = fns[algo]
+                    g = jax.jit(f) if B == 1 else jax.jit(jax.vmap(f, in_axes=(None, 0, 0, 0)))
+                    Q = jnp.asarray(qs[0] if B == 1 else qs[:B], dt)
+                    V = jnp.asarray(vs[0] if B == 1 else vs[:B], dt)
+                    T = jnp.asarray(taus[0] if B == 1 else taus[:B], dt)
+                    t0 = time.perf_counter()
+                    g.lower(model, Q, V, T).compile()
+                    tc = time.perf_counter() - t0
+                    t = timeit(lambda: g(model, Q, V, T).block_until_ready()) / B
+                    results["rows"].append(dict(robot=rname, lib="jaxdyn", algo=algo, B=B, dtype=dname,
+                                                us_per_robot_step=1e6 * t, compile_s=tc))
+                    print(f"{rname:14s} jaxdyn    {algo:5s} {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
+                          f"(compile {tc:.2f} s)", flush=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(results, fh, indent=1)
+    plot(results, args.out[:-5] + ".png")
+    print("wrote", args.out)
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = results["rows"]
+    robots = sorted({r["robot"] for r in rows})
+    algos = sorted({r["algo"] for r in rows})
+    fig, axs = plt.subplots(1, len(algos), figsize=(5 * len(algos), 4), squeeze=False)
+    for ax, algo in zip(axs[0], algos):
+        for rb in robots:
+            for dt, ls in (("f64", "-"), ("f32", ":")):
+                pts = sorted((r["B"], r["us_per_robot_step"]) for r in rows
+                             if r["robot"] == rb and r["algo"] == algo and r["lib"] == "jaxdyn" and r["dtype"] == dt)
+                if pts:
+                    ax.loglog(*zip(*pts), ls, marker="o", label=f"jaxdyn {rb} {dt}")
+            pin_rows = [r for r in rows if r["robot"] == rb and r["algo"] == algo and r["lib"] == "pinocchio"]
+            if pin_rows:
+                ax.axhline(pin_rows[0]["us_per_robot_step"], ls="--", lw=0.8, color="k")
+                ax.text(1, pin_rows[0]["us_per_robot_step"], f" pin {rb}", fontsize=6, va="bottom")
+        ax.set_title(f"{algo}: µs per robot-step (dashed: Pinocchio per call)")
+        ax.set_xlabel("batch size B")
+        ax.set_ylabel("µs / robot-step")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+if __name__ == "__main__":
+    main()
