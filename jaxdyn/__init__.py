@@ -15,5 +15,8 @@ from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, minv, forw
                        kinetic_energy, potential_energy, center_of_mass, spatial_momentum,
                        centroidal_momentum, total_mass)
 
+from . import integrators
+from .integrators import rollout, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque
+from .model.configuration import integrate  # the function; steppers live in jaxdyn.integrators
+
 __version__ = "0.1.0"
-from .integrate import rollout, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque
