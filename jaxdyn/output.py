@@ -45,7 +45,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     fig, axs = panel_fig(f"{cfg['name']}: joint positions ({model.name})")
     for j in range(nv):
         ax = axs[j]
-        ax.plot(t, q[:, j] if n == nv else q[:, j], label="simulated")
+        ax.plot(t, q[:, j], label="simulated")
         if forced:
             ax.plot(t, qdes[:, j], "--", label="desired (eq. 18)")
         ax.set_xlabel("time (s)")
@@ -73,8 +73,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         plt.close(fig)
         files.append("torques.png")
 
-    ee = None
-    if "ee" in model.frame_names or model.frame_names:
+    if model.frame_names:  # the DH "ee" frame, else the last body
         name = "ee" if "ee" in model.frame_names else model.body_names[-1]
         fid = model.frame_id(name)
         pos = jax.vmap(lambda qq: jaxdyn.frame_pose(model, qq, fid)[1])

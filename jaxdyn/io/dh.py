@@ -39,7 +39,7 @@ def _rotx(t):
     return np.array([[1.0, 0, 0], [0, c, -s], [0, s, c]])
 
 
-def _parse_table(table, joints):
+def _parse_table(table):
     if isinstance(table, (list, tuple)) and table and isinstance(table[0], Mapping):
         rows, extra = [], []
         for i, row in enumerate(table):
@@ -69,7 +69,7 @@ def from_dh(table, *, joints=None, mass=None, r=None, inertia=None, degrees=Fals
       mass (n,), r (n, 3) = [r_i]_{i+1}, inertia (n, 3) principal or (n, 3, 3): link data.
       degrees: alpha and theta columns in degrees.
     """
-    T, extra = _parse_table(table, joints)
+    T, extra = _parse_table(table)
     n = T.shape[0]
     if n == 0:
         raise DHError("DH table has no rows")
@@ -98,19 +98,17 @@ def from_dh(table, *, joints=None, mass=None, r=None, inertia=None, degrees=Fals
         i = int(np.argmax(T[:, 0] < 0))
         raise DHError(f"DH row {i + 1}: a_i = {T[i, 0]} must be nonnegative (Saha App. A rule 3)")
 
-    # placement of frame i+1 in the joint-moved frame of link i
+    # Placement of frame i+1 in the joint-moved frame of link i: the constant part
+    # Rot_z(theta) Trans_z(b) Trans_x(a) Rot_x(alpha).  Rot_z and Trans_z commute, so the
+    # joint variable (q added to theta for R, to b for P) can act first, and the table's
+    # theta / b entry is the constant offset in both cases.
     Rf, pf = [], []
     for i in range(n):
         a, b, al, th = T[i]
-        th_c, b_c = (th, b)
-        Ri = _rotz(th_c) @ _rotx(al)
-        pi = np.array([0.0, 0.0, b_c]) + _rotz(th_c) @ np.array([a, 0.0, 0.0])
-        Rf.append(Ri); pf.append(pi)
+        Rf.append(_rotz(th) @ _rotx(al))
+        pf.append(np.array([0.0, 0.0, b]) + _rotz(th) @ np.array([a, 0.0, 0.0]))
     Xtree_E = [np.eye(3)] + [Rf[i].T for i in range(n - 1)]
     Xtree_r = [np.zeros(3)] + [pf[i] for i in range(n - 1)]
-    # joint offsets: revolute theta / prismatic b are constant parts after the joint motion.
-    # For a revolute row the joint rotates by q; theta_i is already in Rf (Rot_z(theta) first).
-    # For a prismatic row the joint translates by q; b_i is already in pf (Trans_z(b) first).
     com = np.stack([pf[i] - Rf[i] @ r[i] for i in range(n)])
     Ic = np.stack([Rf[i] @ inertia[i] @ Rf[i].T for i in range(n)])
     frames = [("dh1", -1, np.eye(3), np.zeros(3))]

@@ -156,7 +156,6 @@ def parse_urdf(path_or_string, floating_base=False):
     bodies = []  # dicts
     frames = []  # (name, body, E, r)
     link_at = {}
-    inert = {}
 
     def add_inertia(b, R, p, link):
         m, c, I = _inertial(ctx, links[link])

@@ -80,9 +80,8 @@ def stack(models: Sequence[Model]) -> Model:
     if any(m.nb < dims["nb"] for m in models):
         types.add(J.FIXED)
     padded = [pad(m, **dims, types=types) for m in models]
-    leaves = {}
-    import dataclasses
     from .model import _DATA
+    leaves = {}
     for fld in _DATA:
         leaves[fld] = jnp.stack([getattr(p, fld) for p in padded])
     return padded[0].replace(**leaves, types=tuple(sorted(types)), body_names=(), joint_names=(),
