@@ -36,42 +36,32 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     cols = 3 if nv > 3 else nv
     rows = int(np.ceil(nv / cols))
 
-    def panel_fig(title):
+    def panels(title, series, ylabel, fname, desired=None):
+        """One panel per joint (Figs. 4-6): series (steps + 1, nv), optional dashed desired."""
         fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
         fig.suptitle(title)
-        return fig, axs.ravel()
-
-    # joints (Figs. 4 and 6): one panel per joint, desired dashed for forced runs
-    fig, axs = panel_fig(f"{cfg['name']}: joint positions ({model.name})")
-    for j in range(nv):
-        ax = axs[j]
-        ax.plot(t, q[:, j], label="simulated")
-        if forced:
-            ax.plot(t, qdes[:, j], "--", label="desired (eq. 18)")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel(f"joint {j + 1} ({_unit(model, j)[0]})")
-        ax.grid(alpha=0.3)
-    axs[0].legend(fontsize=7)
-    for ax in axs[nv:]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "joints.png"), dpi=90)
-    plt.close(fig)
-    files.append("joints.png")
-
-    if forced:  # Fig. 5: the feed-forward torques
-        fig, axs = panel_fig(f"{cfg['name']}: joint torques / forces")
+        axs = axs.ravel()
         for j in range(nv):
-            axs[j].plot(t, tau[:, j])
+            axs[j].plot(t, series[:, j], label="simulated")
+            if desired is not None:
+                axs[j].plot(t, desired[:, j], "--", label="desired (eq. 18)")
             axs[j].set_xlabel("time (s)")
-            axs[j].set_ylabel(f"tau {j + 1} ({_unit(model, j)[2]})")
+            axs[j].set_ylabel(ylabel(j))
             axs[j].grid(alpha=0.3)
+        if desired is not None:
+            axs[0].legend(fontsize=7)
         for ax in axs[nv:]:
             ax.set_visible(False)
         fig.tight_layout()
-        fig.savefig(os.path.join(out, "torques.png"), dpi=90)
+        fig.savefig(os.path.join(out, fname), dpi=90)
         plt.close(fig)
-        files.append("torques.png")
+        files.append(fname)
+
+    panels(f"{cfg['name']}: joint positions ({model.name})", q, lambda j: f"joint {j + 1} ({_unit(model, j)[0]})",
+           "joints.png", qdes)
+    if forced:  # Fig. 5: the feed-forward torques
+        panels(f"{cfg['name']}: joint torques / forces", tau, lambda j: f"tau {j + 1} ({_unit(model, j)[2]})",
+               "torques.png")
 
     if model.frame_names:  # the DH "ee" frame, else the last body
         name = "ee" if "ee" in model.frame_names else model.body_names[-1]

@@ -57,13 +57,6 @@ def _closed_form_rhs(q, qd, tau):
     return np.linalg.solve(planar_M(q), tau - planar_h(q, qd))
 
 
-def _rk4_numpy(f, y, dt, n):
-    for _ in range(n):
-        k1 = f(y); k2 = f(y + dt / 2 * k1); k3 = f(y + dt / 2 * k2); k4 = f(y + dt * k3)
-        y = y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-    return y
-
-
 @pytest.mark.parametrize("forced", [False, True])
 def test_planar3_simulation_matches_closed_form(forced):
     """Same RK4 on the closed-form planar 3R equations (numpy) and on jaxdyn: <= 1e-8 over 2 s."""

@@ -14,12 +14,15 @@ from .rk4 import rk4
 
 
 def abm_init(model, dyn, t, q, qd, dt):
-    """Three RK4 steps; returns (q, qd, history (4, 2, nv)) at t + 3 dt."""
+    """Three RK4 steps; returns the states [(q, qd)] at t + dt, t + 2 dt, t + 3 dt and the
+    derivative history (4, 2, nv) at t .. t + 3 dt."""
     hist = [jnp.stack([qd, dyn(t, q, qd)])]
+    states = []
     for i in range(3):
         q, qd = rk4(model, dyn, t + i * dt, q, qd, dt)
+        states.append((q, qd))
         hist.append(jnp.stack([qd, dyn(t + (i + 1) * dt, q, qd)]))
-    return q, qd, jnp.stack(hist)
+    return states, jnp.stack(hist)
 
 
 def abm4(model, dyn, t, q, qd, dt, hist):

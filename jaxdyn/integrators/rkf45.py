@@ -53,7 +53,7 @@ def rkf45_step(model, dyn, t, q, qd, h):
     dv5 = sum(b * k for b, k in zip(_B5, ka))
     eq = h * sum((b5 - b4) * k for b5, b4, k in zip(_B5, _B4, kv))
     ev = h * sum((b5 - b4) * k for b5, b4, k in zip(_B5, _B4, ka))
-    return integrate(model, q, dq5, h), qd + h * dv5, eq, ev, dq5
+    return integrate(model, q, dq5, h), qd + h * dv5, eq, ev
 
 
 def rkf45_interval(model, dyn, t, q, qd, dt, stats: RKFStats, rtol=1e-6, atol=1e-9, h_min=1e-10,
@@ -68,7 +68,7 @@ def rkf45_interval(model, dyn, t, q, qd, dt, stats: RKFStats, rtol=1e-6, atol=1e
     def body(s):
         tt, q, qd, st, n = s
         h = jnp.clip(jnp.minimum(st.h, t_end - tt), h_min, dt)
-        q5, v5, eq, ev, dq5 = rkf45_step(model, dyn, tt, q, qd, h)
+        q5, v5, eq, ev = rkf45_step(model, dyn, tt, q, qd, h)
         sq = atol + rtol * jnp.ones_like(eq)          # positions (rad, m) are O(1)
         sv = atol + rtol * jnp.maximum(jnp.abs(qd), jnp.abs(v5))
         err = jnp.sqrt(jnp.mean(jnp.concatenate([(eq / sq) ** 2, (ev / sv) ** 2])))

@@ -130,13 +130,10 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
         extra = RKFStats(jnp.asarray(dt / 4, dtype), jnp.int32(0), jnp.int32(0))
     elif stepper == "abm":
         k0 = min(3, steps)
-        qq, vv, extra = abm_init(model, dyn, t0, q0, qd0, dt)
-        # abm_init integrated 3 RK4 steps; keep intermediate samples for the output
-        q_, v_ = q0, qd0
-        for i in range(k0):
-            q_, v_ = rk4(model, dyn, t0 + i * dt, q_, v_, dt)
-            qs0.append(q_); vs0.append(v_)
-        q0, qd0 = qq, vv
+        states, extra = abm_init(model, dyn, t0, q0, qd0, dt)
+        qs0 += [s_[0] for s_ in states[:k0]]
+        vs0 += [s_[1] for s_ in states[:k0]]
+        q0, qd0 = states[-1]
     else:
         extra = jnp.zeros((), dtype)
     ks = jnp.arange(k0, steps, dtype=dtype)

@@ -51,10 +51,6 @@ def _select_safe(types, jtype, fn, *qs):
     return _select(types, jtype, branch)
 
 
-def _pad(x, n):
-    return jnp.concatenate([x, jnp.zeros((n - x.shape[0],), x.dtype)]) if x.shape[0] < n else x[:n]
-
-
 def _se2(th, v):
     """Translation of the SE(2) exponential of local twist (vx, vy, w=th)."""
     small = jnp.abs(th) < 1e-6
