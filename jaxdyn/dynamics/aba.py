@@ -112,15 +112,26 @@ def aba(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local")
     """
     check_state(model, q=q, qd=qd, tau=tau)
     fac = aba_factor(model, q)
-    dt = fac.Xup.r.dtype
+    c, pA = velocity_terms(model, fac.Xup, fac.S, qd, f_ext, f_ext_frame)
+    return aba_solve(model, fac, c, pA, tau, gravity_acceleration(model, gravity))
+
+
+def velocity_terms(model: Model, Xup, S, qd, f_ext=None, f_ext_frame="local"):
+    """Pass 1 of ABA: per-body velocity-product acceleration c_i = v_i x S_i qd_i and bias force
+    pA_i = v_i x* I_i v_i - f_ext_i, both (nb, 6) in body coordinates (angular-first).
+
+    These are Rodriguez-Kreutz's a(k) (2.19) and b(k) - f_ext (2.23) and Yamane-Nakamura's
+    velocity terms; every O(n) method shares them.
+    """
+    dt = Xup.r.dtype
     fx = jnp.zeros((model.nb, 6), dt)
     if f_ext is not None:
-        X0 = world_transforms(model, fac.Xup) if f_ext_frame == "world" else None
+        X0 = world_transforms(model, Xup) if f_ext_frame == "world" else None
         fx = external_forces(model, f_ext, f_ext_frame, X0)
     I6 = body_inertia_matrices(model)
     _, (c, pA) = forward_sweep(_aba_pass1_step, model, jnp.zeros(6, dt),
-                               (fac.Xup, fac.S, per_body(model, qd), I6, fx))
-    return aba_solve(model, fac, c, pA, tau, gravity_acceleration(model, gravity))
+                               (Xup, S, per_body(model, qd), I6, fx))
+    return c, pA
 
 
 @partial(jax.jit, static_argnames=('method',))
