@@ -13,7 +13,9 @@ from .kinematics import (forward_kinematics, frame_pose, frame_poses, frame_jaco
                          point_acceleration, inverse_kinematics, joint_transforms)
 from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, minv, forward_dynamics, methods,
                        kinetic_energy, potential_energy, center_of_mass, spatial_momentum,
-                       centroidal_momentum, total_mass)
+                       centroidal_momentum, total_mass, joint_wrenches, udut, udut_inverse, denoc,
+                       gim_denoc, innovations_factors, innovations_operators, operator_fd2,
+                       virtual_work, opspace_inverse_inertia, opspace_inertia)
 
 from . import integrators
 from .integrators import rollout, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque

@@ -72,3 +72,65 @@ def backward_sweep(step, model, init, xs):
 
     buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs), reverse=True)
     return buf, ys
+
+
+def backward_sweep_with_parent(step, model, init, xs):
+    """Leaves-to-root sweep whose step also sees the parent's *current* accumulator.
+
+    ``to_parent, y_i = step(acc_i, acc_parent_so_far, x_i)``: children of a body are visited
+    in decreasing index order, so ``acc_parent_so_far`` holds init[parent] plus the
+    contributions of the siblings with larger index (the sequential elimination order of
+    Yamane-Nakamura's path 1).  For root bodies the parent slot is the sink (world); the step
+    must treat it as the world.  Returns (acc, ys) like :func:`backward_sweep`.
+    """
+    nb = model.nb
+    buf = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init)
+
+    def body(buf, inp):
+        i, p, x = inp
+        acc = tmap(lambda b: lax.dynamic_index_in_dim(b, i, keepdims=False), buf)
+        accp = tmap(lambda b: lax.dynamic_index_in_dim(b, p, keepdims=False), buf)
+        to_parent, y = step(acc, accp, x)
+        buf = tmap(lambda b, a, v: lax.dynamic_update_index_in_dim(b, a + v.astype(b.dtype), p, 0),
+                   buf, accp, to_parent)
+        return buf, y
+
+    buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs), reverse=True)
+    return buf, ys
+
+
+def forward_sweep_with_siblings(step, model, init, sib_init, xs):
+    """Root-to-leaves sweep that also accumulates, per parent, values of already-visited
+    siblings: ``val_i, to_parent, y_i = step(val_parent, sib_parent_so_far, x_i)`` and
+    ``sib[parent] += to_parent``.  Children are visited in increasing index order.
+    ``init``: the world's value; ``sib_init``: per-slot initial accumulators (leading nb + 1).
+    Returns (vals (nb + 1), ys).
+    """
+    nb = model.nb
+    buf = tmap(lambda a: jnp.broadcast_to(a, (nb + 1,) + jnp.shape(a)).astype(jnp.result_type(a)), init)
+
+    def body(carry, inp):
+        buf, sib = carry
+        i, p, x = inp
+        pv = tmap(lambda b: lax.dynamic_index_in_dim(b, p, keepdims=False), buf)
+        ps = tmap(lambda b: lax.dynamic_index_in_dim(b, p, keepdims=False), sib)
+        val, to_parent, y = step(pv, ps, x)
+        buf = tmap(lambda b, v: lax.dynamic_update_index_in_dim(b, v.astype(b.dtype), i, 0), buf, val)
+        sib = tmap(lambda b, a, v: lax.dynamic_update_index_in_dim(b, a + v.astype(b.dtype), p, 0),
+                   sib, ps, to_parent)
+        return (buf, sib), y
+
+    (buf, _), ys = lax.scan(body, (buf, sib_init), (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs))
+    return buf, ys
+
+
+def sum_over_children(model, vals):
+    """Per body, the sum of ``vals`` over its children.  vals (nb, ...) -> (nb, ...)."""
+    out = jnp.zeros((model.nb + 1,) + vals.shape[1:], vals.dtype)
+    return out.at[parent_slots(model)].add(vals)[:-1]
+
+
+def parent_values(model, vals, world):
+    """Per body, the value of its parent (``world`` for roots).  vals (nb, ...) -> (nb, ...)."""
+    ext = jnp.concatenate([vals, jnp.broadcast_to(world, (1,) + vals.shape[1:]).astype(vals.dtype)], 0)
+    return ext[parent_slots(model)]

@@ -82,7 +82,7 @@ def _factors(model, q):
     phi = jnp.swapaxes(fac.X6, -1, -2)
     L = phi @ G
     eye = jnp.eye(6, dtype=G.dtype)
-    psi = phi @ (eye - G @ jnp.swapaxes(fac.S, -1, -2))
+    psi = phi @ (eye[None] - G @ jnp.swapaxes(fac.S, -1, -2))
     D = jnp.linalg.inv(fac.Dinv)
     return InnovationsFactors(fac.IA, D, fac.Dinv, G, L, fac.S, phi, psi, fac.X6)
 

@@ -45,6 +45,12 @@ def rnea(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"
       tau (nv,), including ``armature * qdd``.
     """
     check_state(model, q=q, qd=qd, qdd=qdd)
+    tau_b, _ = _rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
+    return scatter_dofs(model, tau_b) + model.armature * qdd
+
+
+def _rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
+    """Per-body joint torques (nb, k) and joint forces f (nb + 1, 6) (angular-first)."""
     Xup, S = joint_transforms(model, q)
     dt = Xup.r.dtype
     fx = None
@@ -56,8 +62,18 @@ def rnea(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"
     init = (jnp.zeros(6, dt), gravity_acceleration(model, gravity))
     _, f = forward_sweep(_rnea_pass1_step, model, init,
                          (Xup, S, per_body(model, qd), per_body(model, qdd), I, fx))
-    _, tau_b = backward_sweep(_rnea_pass2_step, model, f, (Xup, S))
-    return scatter_dofs(model, tau_b) + model.armature * qdd
+    fj, tau_b = backward_sweep(_rnea_pass2_step, model, f, (Xup, S))
+    return tau_b, fj
+
+
+@partial(jax.jit, static_argnames=('f_ext_frame',))
+def joint_wrenches(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"):
+    """Spatial force that each joint's parent exerts on its child body (RNEA's f_i,
+    Pinocchio's ``data.f`` after ``rnea``): (nb, 6) in the child frame, rows [force; moment].
+    S_i^T f_i is the joint torque (without armature)."""
+    check_state(model, q=q, qd=qd, qdd=qdd)
+    _, fj = _rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
+    return jnp.concatenate([fj[:-1, 3:], fj[:-1, :3]], 1)
 
 
 @jax.jit

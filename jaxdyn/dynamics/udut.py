@@ -205,7 +205,7 @@ def denoc(model: Model, q) -> DeNOC:
     Ib = R @ model.inertia @ jnp.swapaxes(R, -1, -2)
     Z = jnp.zeros((nb, 3, 3), dt)
     Mi = jnp.concatenate([jnp.concatenate([Ib, Z], 2),
-                          jnp.concatenate([Z, model.mass[:, None, None] * jnp.eye(3, dtype=dt)], 2)], 1)
+                          jnp.concatenate([Z, model.mass[:, None, None] * jnp.eye(3, dtype=dt)[None]], 2)], 1)
     M = jnp.einsum("ij,iab->iajb", jnp.eye(nb, dtype=dt), Mi).reshape(6 * nb, 6 * nb)
     return DeNOC(N_l, N_d, M, c)
 

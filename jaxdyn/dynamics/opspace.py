@@ -1,0 +1,116 @@
+"""Operational-space inverse inertia J M^-1 J^T by the O(N) recursion (6.10) of seed 001 Part II.
+
+For a frame on body b with Jacobian J (6 x nv), (6.7) gives J M^-1 J^T = B^T psi^T H^T D^-1 H psi B.
+On a tree the sum over links k runs over the common ancestors of the two frames' bodies, so
+
+    Lambda(k) = psi(p, k)^T Lambda(p) psi(p, k) + H^T(k) D^-1(k) H(k),   Lambda(world) = 0  (6.10b)
+
+is swept root to leaves (the seed's N..1 loop) and, for frames a on body i and b on body j with
+deepest common ancestor c,
+
+    [J M^-1 J^T]_ab = E_a(c)^T Lambda(c) E_b(c),   E_a(k) = psi(k, i) X_a^T  (force map a -> k)
+
+(6.9b); for a = b this is (6.10c), Lambda_a(0) = phi^T(1, 0) Lambda(1) phi(1, 0).  E_a is swept
+leaves to root from body i along psi.  Bodies in different trees (c = world) do not couple.
+
+Units and order follow :func:`jaxdyn.frame_jacobian`: rows and columns [linear; angular] per
+frame, in the chosen ``reference``.  Cost O(n m) for m frames plus O(m^2) 6x6 products.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from .. import spatial as sp
+from ..kinematics import REFERENCES, _frame_X0, _frame_index, ancestors, joint_transforms, world_transforms
+from ..model.model import Model, check_state
+from ..tree import backward_sweep, forward_sweep
+from .operator import _factors
+
+
+def _lambda_step(Lam_p, x):
+    """(6.10b): Lambda(k) = psi^T(p, k) Lambda(p) psi(p, k) + H^T D^-1 H (frame k, motion x force)."""
+    psi, S, Dinv = x
+    Lam = psi.T @ Lam_p @ psi + S @ Dinv @ S.T
+    return Lam, None
+
+
+def _perm():
+    """Angular-first <-> [linear; angular] permutation (6x6)."""
+    return jnp.eye(6)[jnp.array([3, 4, 5, 0, 1, 2])]
+
+
+def _ref_transform(X0f, reference):
+    """6x6 motion transform from the frame's own coordinates to the requested reference."""
+    if reference == "local":
+        return jnp.eye(6, dtype=X0f.r.dtype)
+    if reference == "world":
+        return sp.to_matrix(sp.inverse(X0f))
+    if reference == "local_world_aligned":
+        return sp.to_matrix(sp.inverse(sp.Transform(X0f.E, jnp.zeros_like(X0f.r))))
+    raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
+
+
+@partial(jax.jit, static_argnames=('reference',))
+def _opspace_inv(model, q, fids, reference):
+    F = _factors(model, q)
+    Lam, _ = forward_sweep(_lambda_step, model, jnp.zeros((6, 6), F.P.dtype), (F.psi, F.S, F.Dinv))
+    Xup, _ = joint_transforms(model, q)
+    X0 = world_transforms(model, Xup)
+    anc = ancestors(model)                       # (nb + 1, nb); row nb (world) is empty
+    nb = model.nb
+
+    def frame_data(fid):
+        Xf, b = _frame_X0(model, X0, fid)        # world -> frame, and its body
+        Xb = sp.Transform(X0.E[b], X0.r[b])
+        Xbf = sp.compose(Xf, sp.inverse(Xb))     # body -> frame (motion)
+        T = _ref_transform(Xf, reference) @ sp.to_matrix(Xbf)   # body motion -> reported motion
+        init = jnp.zeros((nb, 6, 6), F.P.dtype).at[b].set(T.T)  # force map frame -> body b
+        E, _ = backward_sweep(lambda acc, x: (x @ acc, None), model, init, F.psi)
+        return E[:-1], b
+
+    E, bodies = jax.vmap(frame_data)(fids)       # E (m, nb, 6, 6): force map frame -> body k
+    common = anc[bodies][:, None, :] * anc[bodies][None, :, :]          # (m, m, nb)
+    c = jnp.max(jnp.where(common > 0, jnp.arange(nb), -1), axis=-1)     # deepest common ancestor
+    cc = jnp.maximum(c, 0)
+    Ea = E[jnp.arange(len(fids))[:, None], cc]                          # (m, m, 6, 6)
+    Eb = E[jnp.arange(len(fids))[None, :], cc]
+    blk = jnp.einsum("abki,abkl,ablj->abij", Ea, Lam[cc], Eb)
+    blk = jnp.where((c >= 0)[:, :, None, None], blk, 0.0)
+    Pm = _perm().astype(blk.dtype)
+    blk = jnp.einsum("ij,abjk,lk->abil", Pm, blk, Pm)                   # [linear; angular]
+    m = len(fids)
+    out = blk.transpose(0, 2, 1, 3).reshape(6 * m, 6 * m)
+    return 0.5 * (out + out.T)
+
+
+def opspace_inverse_inertia(model: Model, q, frames, reference="local_world_aligned"):
+    """J M^-1 J^T (6m, 6m) for m frames (names or indices), stacked [linear; angular] blocks.
+
+    ``reference`` as in :func:`jaxdyn.frame_jacobian` ("world", "local" or
+    "local_world_aligned").  Computed by the O(N) recursion (6.10) without forming M^-1 or J.
+    """
+    check_state(model, q=q)
+    if isinstance(frames, (str, int)):
+        frames = [frames]
+    fids = jnp.asarray([_frame_index(model, f) for f in frames], jnp.int32)
+    return _opspace_inv(model, q, fids, reference)
+
+
+def opspace_inertia(model: Model, q, frames, reference="local_world_aligned"):
+    """Lambda = (J M^-1 J^T)^-1, the operational-space inertia (6m, 6m).
+
+    Singular when the frames' 6m coordinates are not independently reachable (fewer than 6m
+    dofs, or a kinematic singularity): then the Cholesky pivot fails and the result is NaN.
+    """
+    Om = opspace_inverse_inertia(model, q, frames, reference)
+    return _spd_inverse(Om)
+
+
+@jax.jit
+def _spd_inverse(A):
+    L = jnp.linalg.cholesky(A)
+    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(A.shape[-1], dtype=A.dtype), lower=True)
+    return Li.T @ Li
