@@ -10,6 +10,9 @@ bodies.
 * ``backward_sweep(step, model, init, xs)``: for i = nb-1..0, ``acc_i`` starts at ``init[i]``
   plus the contributions of all children; ``to_parent, y_i = step(acc_i, x_i)`` and
   ``acc[parent[i]] += to_parent`` (the world's sum lands in the sink slot).
+* ``backward_sweep_with_parent`` / ``forward_sweep_with_siblings``: variants whose step also
+  sees the parent's running accumulator (children visited one at a time, for Yamane-Nakamura's
+  sequential elimination); ``sum_over_children``: a one-level gather.
 """
 from __future__ import annotations
 
@@ -129,8 +132,3 @@ def sum_over_children(model, vals):
     out = jnp.zeros((model.nb + 1,) + vals.shape[1:], vals.dtype)
     return out.at[parent_slots(model)].add(vals)[:-1]
 
-
-def parent_values(model, vals, world):
-    """Per body, the value of its parent (``world`` for roots).  vals (nb, ...) -> (nb, ...)."""
-    ext = jnp.concatenate([vals, jnp.broadcast_to(world, (1,) + vals.shape[1:]).astype(vals.dtype)], 0)
-    return ext[parent_slots(model)]
