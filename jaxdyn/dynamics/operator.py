@@ -33,13 +33,11 @@ recursion below is unchanged, D(root) is 6x6.  Spherical and planar joints give 
 """
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from .. import spatial as sp
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .aba import aba_factor, velocity_terms
@@ -184,7 +182,7 @@ def innovations_operators(model: Model, q):
 
 # -- forward dynamics FD1 .. FD4 -----------------------------------------------------------------
 
-def _bias_terms(model, q, qd, f_ext, gravity, F=None):
+def _bias_terms(model, q, qd, f_ext, gravity):
     """Velocity terms a(k) (with the gravity pseudo-acceleration on root bodies, (3.21)) and
     b(k) - f_ext(k), per body."""
     Fx = aba_factor(model, q)

@@ -43,7 +43,7 @@ from ..kinematics import joint_transforms, motion_subspaces_world, world_transfo
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .aba import aba_factor
-from .common import body_inertias, dof_mask, per_body, scatter_dofs
+from .common import dof_mask, per_body, scatter_dofs
 from .forward import register_method
 from .rnea import rnea
 
