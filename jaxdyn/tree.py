@@ -38,18 +38,10 @@ def forward_sweep(step, model, init, xs):
     Returns:
       (vals, ys): vals has leading axis nb + 1 (slot nb = world = init); ys leading axis nb.
     """
-    nb = model.nb
-    buf = tmap(lambda a: jnp.broadcast_to(a, (nb + 1,) + jnp.shape(a)).astype(jnp.result_type(a)), init)
-
-    def body(buf, inp):
-        i, p, x = inp
-        pv = tmap(lambda b: lax.dynamic_index_in_dim(b, p, keepdims=False), buf)
+    def with_siblings(pv, _, x):
         val, y = step(pv, x)
-        buf = tmap(lambda b, v: lax.dynamic_update_index_in_dim(b, v.astype(b.dtype), i, 0), buf, val)
-        return buf, y
-
-    buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs))
-    return buf, ys
+        return val, (), y
+    return forward_sweep_with_siblings(with_siblings, model, init, (), xs)
 
 
 def backward_sweep(step, model, init, xs):
@@ -62,19 +54,7 @@ def backward_sweep(step, model, init, xs):
     Returns:
       (acc, ys): final accumulators with leading axis nb + 1 (slot nb = world sum), outputs ys.
     """
-    nb = model.nb
-    buf = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init)
-
-    def body(buf, inp):
-        i, p, x = inp
-        acc = tmap(lambda b: lax.dynamic_index_in_dim(b, i, keepdims=False), buf)
-        to_parent, y = step(acc, x)
-        buf = tmap(lambda b, v: lax.dynamic_update_index_in_dim(
-            b, lax.dynamic_index_in_dim(b, p, keepdims=False) + v.astype(b.dtype), p, 0), buf, to_parent)
-        return buf, y
-
-    buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs), reverse=True)
-    return buf, ys
+    return backward_sweep_with_parent(lambda acc, _, x: step(acc, x), model, init, xs)
 
 
 def backward_sweep_with_parent(step, model, init, xs):
@@ -106,7 +86,8 @@ def forward_sweep_with_siblings(step, model, init, sib_init, xs):
     """Root-to-leaves sweep that also accumulates, per parent, values of already-visited
     siblings: ``val_i, to_parent, y_i = step(val_parent, sib_parent_so_far, x_i)`` and
     ``sib[parent] += to_parent``.  Children are visited in increasing index order.
-    ``init``: the world's value; ``sib_init``: per-slot initial accumulators (leading nb + 1).
+    ``init``: the world's value; ``sib_init``: per-slot initial accumulators (leading nb + 1;
+    ``()`` for none, which makes this :func:`forward_sweep`).
     Returns (vals (nb + 1), ys).
     """
     nb = model.nb

@@ -23,28 +23,19 @@ from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .common import (body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
-                     per_body, scatter_dofs)
+                     pd_inverse, per_body, scatter_dofs)
 
 
 class ABAFactor(NamedTuple):
-    """tau-independent part of ABA: per-body Xup (Transform), Xup6 (6x6), S, U = IA S, Dinv."""
+    """tau-independent part of ABA: per-body Xup (Transform), Xup6 (6x6), S, U = IA S, D (with
+    armature; unit on padded slots) and its inverse, IA."""
     Xup: sp.Transform
     X6: jax.Array     # (nb, 6, 6)
     S: jax.Array      # (nb, 6, k)
     U: jax.Array      # (nb, 6, k)
+    D: jax.Array      # (nb, k, k)
     Dinv: jax.Array   # (nb, k, k)
     IA: jax.Array     # (nb, 6, 6) articulated inertias
-
-
-def _pd_inverse(D):
-    """Inverse of a small SPD matrix via Cholesky; NaN if D is not positive definite."""
-    if D.shape[-1] == 1:
-        d = D[..., 0, 0]
-        return jnp.where(d > 0, 1.0 / jnp.where(d > 0, d, 1.0), jnp.nan)[..., None, None]
-    L = jnp.linalg.cholesky(D)
-    ok = jnp.all(jnp.diagonal(L) > 0)
-    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(D.shape[-1], dtype=D.dtype), lower=True)
-    return jnp.where(ok, Li.T @ Li, jnp.nan)
 
 
 def _aba_pass1_step(v_p, x):
@@ -62,9 +53,9 @@ def _aba_pass2_step(IA, x):
     X6, S, pad, arm = x
     U = IA @ S
     D = S.T @ U + jnp.diag(arm + pad)
-    Dinv = _pd_inverse(D)
+    Dinv = pd_inverse(D)
     Ia = IA - U @ Dinv @ U.T
-    return X6.T @ Ia @ X6, (U, Dinv)
+    return X6.T @ Ia @ X6, (U, D, Dinv)
 
 
 def aba_factor(model: Model, q) -> ABAFactor:
@@ -74,8 +65,8 @@ def aba_factor(model: Model, q) -> ABAFactor:
     mask = dof_mask(model)
     pad = 1.0 - mask
     arm = per_body(model, model.armature) * mask
-    IA, (U, Dinv) = backward_sweep(_aba_pass2_step, model, body_inertia_matrices(model), (X6, S, pad, arm))
-    return ABAFactor(Xup, X6, S, U, Dinv, IA[:-1])
+    IA, (U, D, Dinv) = backward_sweep(_aba_pass2_step, model, body_inertia_matrices(model), (X6, S, pad, arm))
+    return ABAFactor(Xup, X6, S, U, D, Dinv, IA[:-1])
 
 
 def _aba_bias_step(pA, x):

@@ -61,3 +61,21 @@ def external_forces(model: Model, f_ext, frame, X0=None):
         X = sp.Transform(X0.E[:-1], X0.r[:-1])
         return jax.vmap(sp.apply_force)(X, f)
     raise ValueError(f"f_ext_frame must be 'local' or 'world', got {frame!r}")
+
+
+def pd_inverse(D):
+    """Inverse of a small SPD matrix via Cholesky; NaN if D is not positive definite."""
+    if D.shape[-1] == 1:
+        d = D[..., 0, 0]
+        return jnp.where(d > 0, 1.0 / jnp.where(d > 0, d, 1.0), jnp.nan)[..., None, None]
+    L = jnp.linalg.cholesky(D)
+    ok = jnp.all(jnp.diagonal(L) > 0)
+    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(D.shape[-1], dtype=D.dtype), lower=True)
+    return jnp.where(ok, Li.T @ Li, jnp.nan)
+
+
+def dof_blocks(model: Model, blocks):
+    """Per-joint (nb, k, k) blocks -> block-diagonal (nv, nv) matrix (padded dofs get 1)."""
+    n1 = model.nv + 1
+    out = jnp.zeros((n1, n1), blocks.dtype).at[model.vidx[:, :, None], model.vidx[:, None, :]].add(blocks)
+    return out[:-1, :-1] + jnp.diag(model.v_pad)

@@ -6,7 +6,6 @@ inertia expressed in world axes, so the block of M for dofs of bodies i (descend
 """
 from __future__ import annotations
 
-from functools import partial
 
 import jax
 import jax.numpy as jnp

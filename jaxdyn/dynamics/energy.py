@@ -1,7 +1,6 @@
 """Energy, momentum and center of mass."""
 from __future__ import annotations
 
-from functools import partial
 
 import jax
 import jax.numpy as jnp

@@ -35,17 +35,9 @@ def _fd_crba(model, q, qd, tau, f_ext=None, gravity=None):
 
 
 def methods():
-    """Names accepted by ``forward_dynamics(method=...)``."""
-    _load_optional()
+    """Names accepted by ``forward_dynamics(method=...)`` (the seed modules register theirs when
+    ``jaxdyn.dynamics`` is imported)."""
     return tuple(sorted(_METHODS))
-
-
-def _load_optional():
-    # later-issue methods register themselves on import
-    try:
-        from . import udut, operator, virtual_work  # noqa: F401
-    except ImportError:
-        pass
 
 
 @partial(jax.jit, static_argnames=('method',))
@@ -56,8 +48,6 @@ def forward_dynamics(model: Model, q, qd, tau, method="aba", f_ext=None, gravity
     every method returns the same numbers to round-off.
     """
     check_state(model, q=q, qd=qd, tau=tau)
-    if method not in _METHODS:
-        _load_optional()
     if method not in _METHODS:
         raise ValueError(f"unknown forward-dynamics method {method!r}; available: {methods()}")
     tau_eff = tau - model.damping * qd

@@ -41,7 +41,8 @@ import jax.numpy as jnp
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .aba import aba_factor, velocity_terms
-from .common import body_inertia_matrices, dof_mask, gravity_acceleration, per_body, scatter_dofs
+from .common import (body_inertia_matrices, dof_blocks, dof_mask, gravity_acceleration, per_body,
+                     scatter_dofs)
 from .forward import register_method
 from .rnea import rnea
 
@@ -61,6 +62,7 @@ class InnovationsFactors(NamedTuple):
     phi: jax.Array
     psi: jax.Array
     X6: jax.Array   # Xup as a 6x6 motion transform (phi = X6^T)
+    Xup: object     # Xup as a Transform (for the velocity sweep)
 
 
 @jax.jit
@@ -81,8 +83,7 @@ def _factors(model, q):
     L = phi @ G
     eye = jnp.eye(6, dtype=G.dtype)
     psi = phi @ (eye[None] - G @ jnp.swapaxes(fac.S, -1, -2))
-    D = jnp.linalg.inv(fac.Dinv)
-    return InnovationsFactors(fac.IA, D, fac.Dinv, G, L, fac.S, phi, psi, fac.X6)
+    return InnovationsFactors(fac.IA, fac.D, fac.Dinv, G, L, fac.S, phi, psi, fac.X6, fac.Xup)
 
 
 # -- the two halves of M^-1 = (1 - H Psi L)^T D^-1 (1 - H Psi L) -------------------------------
@@ -153,15 +154,6 @@ def innovations_operators(model: Model, q):
     nv, dt = model.nv, F.P.dtype
     eye = jnp.eye(nv, dtype=dt)
 
-    def K_col(e):                       # y = (1 + H Phi L) e  via (4.13)
-        eb = _per_body_masked(model, e)
-
-        def step(zhat, x):
-            S, phi, L, ek = x
-            return phi @ zhat + L @ ek, S.T @ zhat + ek
-        _, y = backward_sweep(step, model, jnp.zeros((model.nb, 6), dt), (F.S, F.phi, F.L, eb))
-        return _out(model, y, jnp.zeros(nv, dt)) + model.v_pad * e
-
     def Kinv_col(y):                    # eps = (1 - H Psi L) y  via (4.15)
         yb = _per_body_masked(model, y)
 
@@ -169,28 +161,53 @@ def innovations_operators(model: Model, q):
             S, psi, L, yk = x
             return psi @ zhat + L @ yk, yk - S.T @ zhat
         _, eps = backward_sweep(step, model, jnp.zeros((model.nb, 6), dt), (F.S, F.psi, F.L, yb))
-        return _out(model, eps, jnp.zeros(nv, dt)) + model.v_pad * y
+        return _out(model, eps, y)
 
-    K = jax.vmap(K_col)(eye).T
     Kinv = jax.vmap(Kinv_col)(eye).T
-    Db = jnp.zeros((nv + 1, nv + 1), dt)
-    idx = model.vidx
-    Dfull = Db.at[idx[:, :, None], idx[:, None, :]].add(F.D)[:-1, :-1]
-    Dfull = Dfull + jnp.diag(model.v_pad)
-    return K, Dfull, Kinv
+    return unit_upper_factor(model, F.S, F.phi, F.L), dof_blocks(model, F.D), Kinv
+
+
+def unit_upper_factor(model: Model, S, phi, L):
+    """Dense (1 + H Phi L) (nv, nv) from per-body H^T = S, phi and L: column j is the causal
+    propagation (4.13) of the unit innovation e_j.  Saha's U is the same matrix
+    (p = S, B^T = phi, B^T psi = L), so :func:`jaxdyn.udut` builds it here too."""
+    dt = phi.dtype
+
+    def col(e):
+        eb = _per_body_masked(model, e)
+
+        def step(zhat, x):
+            Sk, phik, Lk, ek = x
+            return phik @ zhat + Lk @ ek, Sk.T @ zhat + ek
+        _, y = backward_sweep(step, model, jnp.zeros((model.nb, 6), dt), (S, phi, L, eb))
+        return _out(model, y, e)
+
+    return jax.vmap(col)(jnp.eye(model.nv, dtype=dt)).T
 
 
 # -- forward dynamics FD1 .. FD4 -----------------------------------------------------------------
 
-def _bias_terms(model, q, qd, f_ext, gravity):
+def _bias_terms(model, F, qd, f_ext, gravity):
     """Velocity terms a(k) (with the gravity pseudo-acceleration on root bodies, (3.21)) and
     b(k) - f_ext(k), per body."""
-    Fx = aba_factor(model, q)
-    a, b = velocity_terms(model, Fx.Xup, Fx.S, qd, f_ext)
+    a, b = velocity_terms(model, F.Xup, F.S, qd, f_ext)
     a0 = gravity_acceleration(model, gravity)
     root = (model.parent < 0)[:, None]
-    ag = jax.vmap(lambda X: X @ a0)(Fx.X6)
+    ag = jax.vmap(lambda X: X @ a0)(F.X6)
     return a + jnp.where(root, ag, 0.0), b
+
+
+def _zeta_step(z_p, x):
+    """zeta(k) = phi^T(k+1, k) zeta(k+1) + a(k)."""
+    X6, ak = x
+    z = X6 @ z_p + ak
+    return z, None
+
+
+def _zeta(model, F, a):
+    """zeta = phi^T a (5.8): the bias accelerations propagated root to leaves, (nb, 6)."""
+    zeta, _ = forward_sweep(_zeta_step, model, jnp.zeros(6, F.P.dtype), (F.X6, a))
+    return zeta[:-1]
 
 
 @register_method("operator_fd1")
@@ -219,14 +236,8 @@ def operator_fd2(model: Model, q, qd, tau, f_ext=None, gravity=None):
     F = _factors(model, q)
     nu = _filter(model, F, _per_body_masked(model, Tp))
     thdd, lam = _smooth(model, F, nu)
-    a, _ = _bias_terms(model, q, qd, f_ext, jnp.zeros(3, F.P.dtype))
-
-    def zeta_step(z_p, x):                 # zeta(k) = phi^T(k+1, k) zeta(k+1) + a(k)
-        X6, ak = x
-        z = X6 @ z_p + ak
-        return z, z
-    _, zeta = forward_sweep(zeta_step, model, jnp.zeros(6, F.P.dtype), (F.X6, a))
-    alpha = lam + zeta
+    a, _ = _bias_terms(model, F, qd, f_ext, jnp.zeros(3, F.P.dtype))
+    alpha = lam + _zeta(model, F, a)
     return _out(model, thdd, Tp), jnp.concatenate([alpha[:, 3:], alpha[:, :3]], 1)
 
 
@@ -243,16 +254,8 @@ def operator_fd3(model: Model, q, qd, tau, f_ext=None, gravity=None):
     thdd = (1 - H Psi L)^T D^-1 eps (anticausal)."""
     check_state(model, q=q, qd=qd, tau=tau)
     F = _factors(model, q)
-    a, b = _bias_terms(model, q, qd, f_ext, gravity)
-    dt = F.P.dtype
-
-    def zeta_step(z_p, x):
-        X6, ak = x
-        z = X6 @ z_p + ak
-        return z, z
-    _, zeta = forward_sweep(zeta_step, model, jnp.zeros(6, dt), (F.X6, a))
-    I6 = body_inertia_matrices(model)
-    Mzeta = jnp.einsum("kij,kj->ki", I6, zeta)
+    a, b = _bias_terms(model, F, qd, f_ext, gravity)
+    Mzeta = jnp.einsum("kij,kj->ki", body_inertia_matrices(model), _zeta(model, F, a))
     Tb = _per_body_masked(model, tau)
     # the causal sweep of (5.9) is the filter (4.20) with M zeta + b injected at every link
     nu = _filter(model, F, Tb, Mzeta + b)
@@ -282,7 +285,7 @@ def operator_fd4(model: Model, q, qd, tau, f_ext=None, gravity=None):
     V (and a, b) anticausally, then the causal filter (5.16) and the anticausal (5.17)."""
     check_state(model, q=q, qd=qd, tau=tau)
     F = _factors(model, q)
-    a, b = _bias_terms(model, q, qd, f_ext, gravity)
+    a, b = _bias_terms(model, F, qd, f_ext, gravity)
     Tb = _per_body_masked(model, tau)
     _, nu = backward_sweep(_fd4_causal_step, model, b, (F.S, F.Dinv, F.psi, F.L, F.P, Tb, a))
     _, thdd = forward_sweep(_fd4_anticausal_step, model, jnp.zeros(6, F.P.dtype),

@@ -24,9 +24,10 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial as sp
-from ..kinematics import REFERENCES, _frame_X0, _frame_index, ancestors, joint_transforms, world_transforms
+from ..kinematics import REFERENCES, _frame_X0, _frame_index, ancestors, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
+from .common import pd_inverse
 from .operator import _factors
 
 
@@ -57,8 +58,7 @@ def _ref_transform(X0f, reference):
 def _opspace_inv(model, q, fids, reference):
     F = _factors(model, q)
     Lam, _ = forward_sweep(_lambda_step, model, jnp.zeros((6, 6), F.P.dtype), (F.psi, F.S, F.Dinv))
-    Xup, _ = joint_transforms(model, q)
-    X0 = world_transforms(model, Xup)
+    X0 = world_transforms(model, F.Xup)
     anc = ancestors(model)                       # (nb + 1, nb); row nb (world) is empty
     nb = model.nb
 
@@ -106,11 +106,7 @@ def opspace_inertia(model: Model, q, frames, reference="local_world_aligned"):
     dofs, or a kinematic singularity): then the Cholesky pivot fails and the result is NaN.
     """
     Om = opspace_inverse_inertia(model, q, frames, reference)
-    return _spd_inverse(Om)
+    return _pd_inverse_jit(Om)
 
 
-@jax.jit
-def _spd_inverse(A):
-    L = jnp.linalg.cholesky(A)
-    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(A.shape[-1], dtype=A.dtype), lower=True)
-    return Li.T @ Li
+_pd_inverse_jit = jax.jit(pd_inverse)

@@ -43,8 +43,9 @@ from ..kinematics import joint_transforms, motion_subspaces_world, world_transfo
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .aba import aba_factor
-from .common import dof_mask, per_body, scatter_dofs
+from .common import dof_blocks, dof_mask, per_body, scatter_dofs
 from .forward import register_method
+from .operator import unit_upper_factor     # seed 001's (1 + H Phi L) is Saha's U
 from .rnea import rnea
 
 
@@ -63,9 +64,7 @@ class SahaFactors(NamedTuple):
 def saha_factors(model: Model, q) -> SahaFactors:
     """The RGE recursion (26)-(28) at q (the articulated-inertia sweep of :func:`aba_factor`)."""
     fac = aba_factor(model, q)
-    m_hat_inv = fac.Dinv
-    return SahaFactors(fac.S, fac.X6, fac.IA, fac.U, jnp.linalg.inv(m_hat_inv), m_hat_inv,
-                       fac.U @ m_hat_inv)
+    return SahaFactors(fac.S, fac.X6, fac.IA, fac.U, fac.D, fac.Dinv, fac.U @ fac.Dinv)
 
 
 def _step_A(eta_children, x):
@@ -118,51 +117,21 @@ def udut(model: Model, q):
     """
     check_state(model, q=q)
     Fs = saha_factors(model, q)
-    nv, nb, dt = model.nv, model.nb, Fs.M_hat.dtype
-    mask = dof_mask(model)
-
-    def column(body, slot):
-        init = jnp.zeros((nb, 6), dt).at[body].set(Fs.psi[body][:, slot])
-
-        def step(acc, x):
-            p, B = x
-            return B.T @ acc, p.T @ acc
-        _, col = backward_sweep(step, model, init, (Fs.p, Fs.B))
-        # own block: p_k^T psi_k = 1 exactly (by (26)-(27); with armature m-hat carries it)
-        col = col.at[body].set(jnp.zeros(model.k, dt).at[slot].set(1.0))
-        return scatter_dofs(model, col * mask)
-
-    bodies = jnp.repeat(jnp.arange(nb), model.k)
-    slots = jnp.tile(jnp.arange(model.k), nb)
-    cols = jax.vmap(column)(bodies, slots)                      # (nb*k, nv): row = dof slot
-    idx = model.vidx.reshape(-1)
-    U = jnp.zeros((nv + 1, nv), dt).at[idx].add(cols)[:-1].T + jnp.diag(model.v_pad)
-    D = jnp.zeros((nv + 1, nv + 1), dt).at[model.vidx[:, :, None], model.vidx[:, None, :]].add(
-        Fs.m_hat)[:-1, :-1] + jnp.diag(model.v_pad)
-    return U, D
+    Bt = jnp.swapaxes(Fs.B, -1, -2)
+    U = unit_upper_factor(model, Fs.p, Bt, Bt @ Fs.psi)
+    return U, dof_blocks(model, Fs.m_hat)
 
 
 @jax.jit
 def udut_inverse(model: Model, q):
     """The explicit inverse I^-1 = U^-T D^-1 U^-1 (Saha [21]), (nv, nv).
 
-    U^-1 is formed column by column with step A (tau-hat = U^-1 e_j), D^-1 blockwise, so no
-    general matrix inverse is taken.
+    Column j is steps A, B, C applied to e_j (O(n) each), so no general matrix inverse is
+    taken.
     """
     check_state(model, q=q)
     Fs = saha_factors(model, q)
-    nv, dt = model.nv, Fs.M_hat.dtype
-    mask = dof_mask(model)
-
-    def Uinv_col(e):
-        eb = per_body(model, e) * mask
-        _, th = backward_sweep(_step_A, model, jnp.zeros((model.nb, 6), dt), (Fs.p, Fs.B, Fs.psi, eb))
-        return scatter_dofs(model, th * mask) + model.v_pad * e
-
-    Uinv = jax.vmap(Uinv_col)(jnp.eye(nv, dtype=dt)).T
-    Dinv = jnp.zeros((nv + 1, nv + 1), dt).at[model.vidx[:, :, None], model.vidx[:, None, :]].add(
-        Fs.m_hat_inv)[:-1, :-1] + jnp.diag(model.v_pad)
-    Mi = Uinv.T @ Dinv @ Uinv
+    Mi = jax.vmap(lambda e: udut_solve(model, Fs, e))(jnp.eye(model.nv, dtype=Fs.M_hat.dtype)).T
     return 0.5 * (Mi + Mi.T)
 
 

@@ -4,11 +4,11 @@ Every link k is a free rigid body with its own 6-dof spatial acceleration (the s
 theta-ddot_k); every joint j (child j, parent p) is a *constraint* between them.  With the
 joint's motion subspace S_j (6 x n_j) the seed's matrices are, in child frame j:
 
-* K_Jm = (S^T S)^-1 S^T: joint accelerations from the relative acceleration (10), (14);
+* K_Jm = (S^T S)^-1 S^T (10), (14); joint torques act on the child as W_j tau_j with
+  W = K_Jm^T = S (S^T S)^-1 (so S^T (lambda + W tau) = tau);
 * the constraint space: wrenches T n with T^T S = 0; we carry them as 6-vectors
   lambda_j = T_j n_j in the range of the projector P_j = 1 - S (S^T S)^-1 S^T = T T^T
-  (so K_m K_Jm^T = 0, (11), holds by construction and no basis T has to be chosen);
-* joint torques act as W_j tau_j with W = S (S^T S)^-1 (so S^T (lambda + W tau) = tau).
+  (so K_m K_Jm^T = 0, (11), holds by construction and no basis T has to be chosen).
 
 The constraint j reads P_j (a_j - X_j a_p - c_j) = 0 (13), c_j the velocity-product term.
 Path 1 (leaves to root, Eqs. 36-41 on a tree) adds joints one at a time.  When joint c is
@@ -59,26 +59,17 @@ import jax.numpy as jnp
 from .. import spatial as sp
 from ..model.model import Model, check_state
 from ..tree import backward_sweep_with_parent, forward_sweep_with_siblings, sum_over_children
-from .aba import aba_factor, velocity_terms
-from .common import body_inertia_matrices, dof_mask, gravity_acceleration, per_body, scatter_dofs
+from ..kinematics import joint_transforms
+from .aba import velocity_terms
+from .common import (body_inertia_matrices, dof_mask, gravity_acceleration, pd_inverse, per_body,
+                     scatter_dofs)
 from .forward import register_method
 
 
-def _spd_inv(A):
-    """Inverse of an SPD matrix by Cholesky (NaN if A is not positive definite)."""
-    L = jnp.linalg.cholesky(A)
-    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(A.shape[-1], dtype=A.dtype), lower=True)
-    return Li.T @ Li
-
-
-def joint_spaces(model: Model, S):
-    """Per body: K_J (k, 6) and W (6, k) (see module doc)."""
+def actuation_maps(model: Model, S):
+    """Per body W = S (S^T S)^-1 (6, k) = K_J^T: the joint torque acts on the child as W tau."""
     pad = 1.0 - dof_mask(model)
-
-    def one(Si, padi):
-        KJ = jnp.linalg.solve(Si.T @ Si + jnp.diag(padi), Si.T)
-        return KJ, KJ.T
-    return jax.vmap(one)(S, pad)
+    return jax.vmap(lambda Si, padi: jnp.linalg.solve(Si.T @ Si + jnp.diag(padi), Si.T).T)(S, pad)
 
 
 def _path1_step(acc, acc_p, x):
@@ -95,18 +86,16 @@ def _path1_step(acc, acc_p, x):
     Ip, gp = acc_p
     X6, Xf, S, pad, c, root, a0 = x
     U = IA @ S
-    Dinv = jnp.linalg.inv(S.T @ U + jnp.diag(pad))
+    Dinv = pd_inverse(S.T @ U + jnp.diag(pad))
     eye = jnp.eye(6, dtype=IA.dtype)
     Mt = IA - U @ Dinv @ U.T
     N = eye - U @ Dinv @ S.T
     Jp = Xf @ jnp.where(root, eye, Ip) @ Xf.T
-    R = _spd_inv(Jp + Mt)
-    M = Mt @ R @ Jp
-    M = jnp.where(root, Mt, 0.5 * (M + M.T))
+    R = pd_inverse(Jp + Mt)
     n_root = Mt @ (c + X6 @ a0) - N @ g
     n_part = jnp.where(root, n_root, Jp @ R @ (Mt @ c - N @ g) + Mt @ R @ (Xf @ gp))
-    Q = jnp.where(root, 0.0, Mt @ R @ Xf)            # M_c X Psi_p, for (47)
-    return (X6.T @ Mt @ X6, X6.T @ (N @ g - Mt @ c)), (M, n_part, Q)
+    Q = jnp.where(root, 0.0, Mt @ R @ Xf)            # M_c X Psi_p (Psi_p = 0 for the world), (47)
+    return (X6.T @ Mt @ X6, X6.T @ (N @ g - Mt @ c)), (n_part, Q, U, Dinv, S.T @ g)
 
 
 def _path2_step(parent, sib_p, x):
@@ -115,12 +104,10 @@ def _path2_step(parent, sib_p, x):
     from link c's equation with its final constraint force (S^T lambda = 0) and (13):
     qdd_c = D^-1 (S^T g_c - U^T (X a_p + c)),  a_c = X a_p + c + S qdd_c."""
     lam_p, a_p = parent
-    X6, S, pad, IA, g, n_part, Q, c = x
+    X6, S, n_part, Q, U, Dinv, Stg, c = x
     lam = n_part + Q @ (lam_p + sib_p)
-    U = IA @ S
-    Dinv = jnp.linalg.inv(S.T @ U + jnp.diag(pad))
     a1 = X6 @ a_p + c
-    qdd = Dinv @ (S.T @ g - U.T @ a1)
+    qdd = Dinv @ (Stg - U.T @ a1)
     return (lam, a1 + S @ qdd), -X6.T @ lam, (lam, qdd)
 
 
@@ -133,13 +120,13 @@ def virtual_work(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame
     frame j, rows [force; moment].  Joint damping is not applied (the front door does it).
     """
     check_state(model, q=q, qd=qd, tau=tau)
-    fac = aba_factor(model, q)
-    X6, S = fac.X6, fac.S
-    Xf = jax.vmap(sp.to_force_matrix)(fac.Xup)                # X^-T
+    Xup, S = joint_transforms(model, q)
+    X6 = jax.vmap(sp.to_matrix)(Xup)
+    Xf = jax.vmap(sp.to_force_matrix)(Xup)                     # X^-T
     dt = X6.dtype
-    c, pA = velocity_terms(model, fac.Xup, S, qd, f_ext, f_ext_frame)
+    c, pA = velocity_terms(model, Xup, S, qd, f_ext, f_ext_frame)
     a0 = gravity_acceleration(model, gravity)
-    _, W = joint_spaces(model, S)
+    W = actuation_maps(model, S)
     mask = dof_mask(model)
     pad = 1.0 - mask
     taub = per_body(model, tau) * mask
@@ -149,12 +136,11 @@ def virtual_work(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame
     I6 = body_inertia_matrices(model)
     root = model.parent < 0
     a0s = jnp.broadcast_to(a0, (model.nb, 6))
-    acc, (M, n_part, Q) = backward_sweep_with_parent(
+    _, (n_part, Q, U, Dinv, Stg) = backward_sweep_with_parent(
         _path1_step, model, (I6, g0), (X6, Xf, S, pad, c, root, a0s))
-    IA, geff = acc[0][:-1], acc[1][:-1]
     _, (lam, qdd_b) = forward_sweep_with_siblings(
         _path2_step, model, (jnp.zeros(6, dt), a0), jnp.zeros((model.nb + 1, 6), dt),
-        (X6, S, pad, IA, geff, n_part, Q, c))
+        (X6, S, n_part, Q, U, Dinv, Stg, c))
     qdd = scatter_dofs(model, qdd_b * mask) + model.v_pad * tau
     wrench = lam + Wt
     bad = jnp.any(model.armature * (1.0 - model.v_pad) != 0)   # see module docstring (stack() pads

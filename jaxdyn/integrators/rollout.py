@@ -1,7 +1,6 @@
 """Rollouts as ``lax.scan`` of a stepper; controllers as pure functions of (t, q, qd)."""
 from __future__ import annotations
 
-from functools import partial
 from typing import Callable, NamedTuple
 
 import jax

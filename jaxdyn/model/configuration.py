@@ -5,7 +5,6 @@ convention as ``pinocchio.integrate`` (body-frame velocities); ``difference`` is
 """
 from __future__ import annotations
 
-from functools import partial
 
 import jax
 import jax.numpy as jnp
