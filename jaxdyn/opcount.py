@@ -3,7 +3,9 @@
 ``op_count(method, model)`` *instruments* the implementation: it traces the jitted algorithm
 to a jaxpr and tallies every floating-point primitive, expanding ``dot_general`` into its
 n*k multiplications and n*(k-1) additions and multiplying the body of each ``scan`` by its
-length.  So it counts what jaxdyn executes (dense 6x6 spatial algebra, no DH-specific
+length (a ``while`` body is counted once and every ``cond`` branch is counted, so loops of
+unknown trip count are under-counted; the dynamics methods contain neither).  So it counts
+what jaxdyn executes (dense 6x6 spatial algebra, no DH-specific
 simplifications), not a hand count.
 
 ``saha_table1(n)`` is the seed's own tally: the per-step counts printed in Sec. 3 of seed 000
@@ -17,6 +19,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from .dynamics.forward import forward_dynamics
+from .dynamics.udut import udut_forward
+from .model.configuration import neutral
 
 _MUL = {"mul", "div", "integer_pow", "rsqrt", "sqrt", "reciprocal"}
 _ADD = {"add", "sub", "add_any", "neg"}
@@ -88,10 +94,6 @@ def op_count(method, model, q=None):
     ``forward_dynamics(method=...)`` call.  Returns {"M", "A", "other"} (other = sin, cos,
     Cholesky, ...).
     """
-    from .dynamics.forward import forward_dynamics
-    from .dynamics.udut import udut_forward
-    from .model.configuration import neutral
-
     q = neutral(model) if q is None else q
     z = jnp.zeros(model.nv, q.dtype)
     if method == "udut":

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial as sp
-from ..kinematics import REFERENCES, _frame_X0, _frame_index, ancestors, world_transforms
+from ..kinematics import _change_reference, _frame_X0, _frame_index, _to_pin, ancestors, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .common import pd_inverse
@@ -38,22 +38,6 @@ def _lambda_step(Lam_p, x):
     return Lam, None
 
 
-def _perm():
-    """Angular-first <-> [linear; angular] permutation (6x6)."""
-    return jnp.eye(6)[jnp.array([3, 4, 5, 0, 1, 2])]
-
-
-def _ref_transform(X0f, reference):
-    """6x6 motion transform from the frame's own coordinates to the requested reference."""
-    if reference == "local":
-        return jnp.eye(6, dtype=X0f.r.dtype)
-    if reference == "world":
-        return sp.to_matrix(sp.inverse(X0f))
-    if reference == "local_world_aligned":
-        return sp.to_matrix(sp.inverse(sp.Transform(X0f.E, jnp.zeros_like(X0f.r))))
-    raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
-
-
 @partial(jax.jit, static_argnames=('reference',))
 def _opspace_inv(model, q, fids, reference):
     F = _factors(model, q)
@@ -64,9 +48,9 @@ def _opspace_inv(model, q, fids, reference):
 
     def frame_data(fid):
         Xf, b = _frame_X0(model, X0, fid)        # world -> frame, and its body
-        Xb = sp.Transform(X0.E[b], X0.r[b])
-        Xbf = sp.compose(Xf, sp.inverse(Xb))     # body -> frame (motion)
-        T = _ref_transform(Xf, reference) @ sp.to_matrix(Xbf)   # body motion -> reported motion
+        body_to_world = sp.to_matrix(sp.inverse(sp.Transform(X0.E[b], X0.r[b])))
+        # body motion -> the reported motion, rows [linear; angular] (as frame_jacobian)
+        T = _to_pin(_change_reference(body_to_world, Xf, reference))
         init = jnp.zeros((nb, 6, 6), F.P.dtype).at[b].set(T.T)  # force map frame -> body b
         E, _ = backward_sweep(lambda acc, x: (x @ acc, None), model, init, F.psi)
         return E[:-1], b
@@ -79,8 +63,6 @@ def _opspace_inv(model, q, fids, reference):
     Eb = E[jnp.arange(len(fids))[None, :], cc]
     blk = jnp.einsum("abki,abkl,ablj->abij", Ea, Lam[cc], Eb)
     blk = jnp.where((c >= 0)[:, :, None, None], blk, 0.0)
-    Pm = _perm().astype(blk.dtype)
-    blk = jnp.einsum("ij,abjk,lk->abil", Pm, blk, Pm)                   # [linear; angular]
     m = len(fids)
     out = blk.transpose(0, 2, 1, 3).reshape(6 * m, 6 * m)
     return 0.5 * (out + out.T)

@@ -153,10 +153,10 @@ def _Bmat(cij):
     return jnp.block([[E, Z], [sp.skew(cij), E]])
 
 
-@jax.jit
-def denoc(model: Model, q) -> DeNOC:
-    """The DeNOC matrices of Eqs. (2)-(5), generalised to trees (B_ij for j an ancestor of i)."""
-    check_state(model, q=q)
+def _denoc_blocks(model: Model, q):
+    """Blocks of the DeNOC matrices: B (nb, nb, 6, 6) with B[i, j] = B_ij if j is i or an
+    ancestor of i (else 0), P (nb, 6, nv) = p_i in the columns of body i's dofs, M_i (nb, 6, 6)
+    and the mass centres c (nb, 3), all in world coordinates."""
     Xup, S = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
     nb, nv, dt = model.nb, model.nv, Xup.r.dtype
@@ -166,17 +166,25 @@ def denoc(model: Model, q) -> DeNOC:
     # p_i: joint motion as [omega; v_Ci] (velocity of the mass centre): v_C = v_O + omega x c
     p = jnp.concatenate([S0[:, :3], S0[:, 3:] + jnp.cross(S0[:, :3], c[:, :, None], axis=1)], 1)
     anc = ancestors(model)[:-1]                                 # anc[i, j]: j is i or an ancestor
-    Bij = jax.vmap(lambda ci: jax.vmap(lambda cj: _Bmat(cj - ci))(c))(c)     # (nb, nb, 6, 6)
-    N_l = (Bij * anc[:, :, None, None]).transpose(0, 2, 1, 3).reshape(6 * nb, 6 * nb)
-    # N_d: block row i holds p_i in the columns of body i's dofs
-    N_d = jnp.zeros((nb, 6, nv + 1), dt).at[jnp.arange(nb)[:, None], :, model.vidx].add(
-        jnp.swapaxes(p, 1, 2))[..., :-1].reshape(6 * nb, nv)
+    B = jax.vmap(lambda ci: jax.vmap(lambda cj: _Bmat(cj - ci))(c))(c) * anc[:, :, None, None]
+    P = jnp.zeros((nb, 6, nv + 1), dt).at[jnp.arange(nb)[:, None], :, model.vidx].add(
+        jnp.swapaxes(p, 1, 2))[..., :-1]
     Ib = R @ model.inertia @ jnp.swapaxes(R, -1, -2)
     Z = jnp.zeros((nb, 3, 3), dt)
     Mi = jnp.concatenate([jnp.concatenate([Ib, Z], 2),
                           jnp.concatenate([Z, model.mass[:, None, None] * jnp.eye(3, dtype=dt)[None]], 2)], 1)
+    return B, P, Mi, c
+
+
+@jax.jit
+def denoc(model: Model, q) -> DeNOC:
+    """The DeNOC matrices of Eqs. (2)-(5), generalised to trees (B_ij for j an ancestor of i)."""
+    check_state(model, q=q)
+    B, P, Mi, c = _denoc_blocks(model, q)
+    nb, dt = model.nb, Mi.dtype
+    N_l = B.transpose(0, 2, 1, 3).reshape(6 * nb, 6 * nb)
     M = jnp.einsum("ij,iab->iajb", jnp.eye(nb, dtype=dt), Mi).reshape(6 * nb, 6 * nb)
-    return DeNOC(N_l, N_d, M, c)
+    return DeNOC(N_l, P.reshape(6 * nb, model.nv), M, c)
 
 
 @jax.jit
@@ -184,21 +192,18 @@ def gim_denoc(model: Model, q):
     """The GIM from Eq. (6): i_ij = p_i^T M~_i B_ij p_j (j an ancestor of i, or i), with the
     composite-body inertias M~_i = M_i + sum_children B_ci^T M~_c B_ci accumulated leaves to
     root.  Armature added on the diagonal.  (nv, nv)."""
-    dn = denoc(model, q)
-    nb, nv = model.nb, model.nv
-    Mi = jnp.einsum("iaib->iab", dn.M.reshape(nb, 6, nb, 6))
-    cpar = jnp.where((model.parent >= 0)[:, None], dn.c[jnp.maximum(model.parent, 0)], dn.c)
+    check_state(model, q=q)
+    B, P, Mi, c = _denoc_blocks(model, q)
+    cpar = jnp.where((model.parent >= 0)[:, None], c[jnp.maximum(model.parent, 0)], c)
 
     def step(Mt, x):
         ci, cp = x
-        B = _Bmat(cp - ci)                    # B_{i, parent}: t_i = B t_parent + p_i thd_i
-        return B.T @ Mt @ B, Mt
-    _, Mtil = backward_sweep(step, model, Mi, (dn.c, cpar))
-    P = dn.N_d.reshape(nb, 6, nv)
-    Bij = dn.N_l.reshape(nb, 6, nb, 6).transpose(0, 2, 1, 3)   # (i, j, 6, 6), zero unless j anc i
-    eye = jnp.eye(nb, dtype=P.dtype)
+        Bip = _Bmat(cp - ci)                  # B_{i, parent}: t_i = B t_parent + p_i thd_i
+        return Bip.T @ Mt @ Bip, Mt
+    _, Mtil = backward_sweep(step, model, Mi, (c, cpar))
+    eye = jnp.eye(model.nb, dtype=P.dtype)
     # (6): block (i, j) = p_i^T M~_i B_ij p_j, j a strict ancestor of i (lower part) or j = i
-    low = jnp.einsum("iak,iab,ijbc,ij,jcl->kl", P, Mtil, Bij, 1.0 - eye, P)
+    low = jnp.einsum("iak,iab,ijbc,ij,jcl->kl", P, Mtil, B, 1.0 - eye, P)
     dia = jnp.einsum("iak,iab,ibl->kl", P, Mtil, P)
     Mfull = low + low.T + dia
     return Mfull + jnp.diag(model.armature)
