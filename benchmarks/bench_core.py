@@ -21,6 +21,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+from timing import timeit  # noqa: E402
 
 URDFS = {
     "panda": ("panda_description/urdf/panda.urdf", False),
@@ -36,19 +37,6 @@ def robots_dir():
         if os.path.isdir(d):
             return d
     raise SystemExit("example-robot-data not installed (pip install -e '.[test]')")
-
-
-def timeit(fn, min_time=0.5, min_reps=3):
-    fn()  # warm
-    times = []
-    t_start = time.perf_counter()
-    while len(times) < min_reps or time.perf_counter() - t_start < min_time:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) > 200:
-            break
-    return float(np.median(times))
 
 
 def main():

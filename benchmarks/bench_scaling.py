@@ -23,18 +23,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-
-def timeit(fn, min_time=0.3, min_reps=5):
-    fn()
-    times = []
-    t0 = time.perf_counter()
-    while len(times) < min_reps or time.perf_counter() - t0 < min_time:
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-        if len(times) > 500:
-            break
-    return float(np.median(times))
+from timing import timeit  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 
 def chain(n):
@@ -77,7 +66,7 @@ def measure(model, methods, rows, case, size):
         comp = time.perf_counter() - t0
         ref = out if ref is None else ref
         err = float(jnp.abs(out - ref).max() / max(1.0, float(jnp.abs(ref).max())))
-        t = timeit(lambda: f(q, qd, tau).block_until_ready())
+        t = timeit(lambda: f(q, qd, tau).block_until_ready(), min_time=0.3, min_reps=5, max_reps=500)
         rows.append(dict(case=case, size=size, nv=model.nv, method=meth, us=t * 1e6, compile_s=comp,
                          rel_err_vs_first=err))
         print(f"{case:8s} {size:5d} nv={model.nv:5d} {meth:13s} {t * 1e6:10.1f} us  "
@@ -112,7 +101,7 @@ def main():
     methods = args.methods.split(",")
     ident = jax.jit(lambda x: x)
     x = jnp.zeros(8)
-    floor = timeit(lambda: ident(x).block_until_ready()) * 1e6
+    floor = timeit(lambda: ident(x).block_until_ready(), min_time=0.3, min_reps=5, max_reps=500) * 1e6
     print(f"dispatch floor {floor:.1f} us")
     rows = []
     for n in [int(s) for s in args.sizes.split(",") if s]:

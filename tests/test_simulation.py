@@ -127,18 +127,13 @@ def test_chunked_rollout_gradient_matches_plain():
 def test_config_errors_name_the_key(tmp_path):
     from jaxdyn.config import load_config
     p = tmp_path / "c.toml"
-    p.write_text('[robot]\nname = "puma560"\n[simulation]\ndt = -0.01\n')
-    with pytest.raises(ConfigError, match=r"simulation\.dt must be > 0"):
-        load_config(str(p))
-    p.write_text('[robot]\nname = "puma560"\n[simulation]\nstep = 0.01\n')
-    with pytest.raises(ConfigError, match=r"unknown key simulation\.step"):
-        load_config(str(p))
-    p.write_text('[robot]\nname = "puma560"\n[simulation]\nT = "ten"\n')
-    with pytest.raises(ConfigError, match=r"simulation\.T must be float"):
-        load_config(str(p))
-    p.write_text('[robot]\nname = "puma560"\n[initial]\nq0 = [0, nan, 0, 0, 0, 0]\n')
-    with pytest.raises(ConfigError, match=r"initial\.q0 contains NaN"):
-        load_config(str(p))
+    for body, pattern in (('[simulation]\ndt = -0.01', r"simulation\.dt must be > 0"),
+                          ('[simulation]\nstep = 0.01', r"unknown key simulation\.step"),
+                          ('[simulation]\nT = "ten"', r"simulation\.T must be float"),
+                          ('[initial]\nq0 = [0, nan, 0, 0, 0, 0]', r"initial\.q0 contains NaN")):
+        p.write_text('[robot]\nname = "puma560"\n' + body + '\n')
+        with pytest.raises(ConfigError, match=pattern):
+            load_config(str(p))
     for name in ("puma_freefall", "puma_forced", "stanford_freefall", "stanford_forced",
                  "planar3_freefall", "planar3_forced"):
         cfg = load_config(name)
