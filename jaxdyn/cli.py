@@ -56,7 +56,7 @@ def simulate(args):
                           f"entries for robot {model.name!r}; got {q0.shape[0]}, {qd0.shape[0]}")
     qn = np.asarray(jaxdyn.normalize(model, q0))
     if not np.allclose(qn, q0, atol=1e-9):
-        print(f"warning: initial.q0 had non-unit quaternions; normalized", file=sys.stderr)
+        print("warning: initial.q0 had non-unit quaternions; normalized", file=sys.stderr)
         q0 = qn
     T, dt = sim["T"], sim["dt"]
     steps = int(round(T / dt))

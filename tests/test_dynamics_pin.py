@@ -1,6 +1,5 @@
 """RNEA, CRBA, ABA, M^-1, h, g, energies, momentum against Pinocchio (<= 1e-10 relative, f64)."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pinocchio as pin
 import pytest

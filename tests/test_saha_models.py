@@ -57,7 +57,6 @@ G = 9.81
 def planar_M(q):
     """M = sum m_i Jv_i^T Jv_i + I_i Jw^T Jw for uniform rods (works on complex q)."""
     s = np.cumsum(q)
-    e = lambda t: np.array([np.cos(t), np.sin(t)])
     de = lambda t: np.array([-np.sin(t), np.cos(t)])
     M = np.zeros((3, 3), dtype=q.dtype)
     for i in range(3):
