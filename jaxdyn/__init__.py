@@ -11,7 +11,8 @@ from .io import from_dh, load_urdf
 from .kinematics import (forward_kinematics, frame_pose, frame_poses, frame_jacobian, frame_velocity,
                          frame_acceleration, frame_classical_acceleration, jdot_qdot, point_velocity,
                          point_acceleration, inverse_kinematics, joint_transforms)
-from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, aba_batch, minv, forward_dynamics, methods,
+from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, aba_batch, CPU_OPTIONS, minv,
+                       forward_dynamics, methods,
                        kinetic_energy, potential_energy, center_of_mass, spatial_momentum,
                        centroidal_momentum, total_mass, joint_wrenches, udut, udut_inverse, denoc,
                        gim_denoc, innovations_factors, innovations_operators, operator_fd2,

@@ -3,7 +3,7 @@ seeds' O(n) methods (Saha UDU^T, Rodriguez-Kreutz operators, Yamane-Nakamura vir
 from .rnea import rnea, bias_forces, gravity_torques, joint_wrenches
 from .crba import crba
 from .aba import aba, minv, aba_factor
-from .batch import aba_batch
+from .batch import aba_batch, CPU_OPTIONS
 from .forward import forward_dynamics, methods
 from .energy import (kinetic_energy, potential_energy, center_of_mass, spatial_momentum,
                      centroidal_momentum, total_mass)

@@ -5,22 +5,27 @@ XLA:CPU.
 Why a second formulation.  ``vmap(aba)`` turns every 6x6 product into a batched ``dot``, which
 XLA:CPU runs at ~0.3 µs per robot per product (B = 4096, f64).  Here per-body quantities are
 *batch-last*, ``(6, 6, C)`` with C robots on the minor axis, and every product is an explicit
-sum of broadcast multiplies: one vectorized loop over C, ~0.06 µs per robot per product.
-Two facts measured on this machine shape the code:
+sum of broadcast multiplies: one vectorized loop over C.  Facts measured on this machine
+(2-core AMD EPYC, jax 0.10.2, f64) that shape the code:
 
 * XLA fuses a product into the product that consumes it and then *recomputes* each element of
   the inner product for every use (two chained 6x6 products fused: 0.46 µs/robot; with the
   intermediate materialized: 0.12).  ``optimization_barrier`` is removed before fusion on CPU,
   so :func:`_materialize` uses a ``lax.cond`` whose predicate XLA cannot fold.
-* The batch is processed in chunks of ``chunk`` robots (``lax.map``), so a chunk's (6, 6, C)
-  arrays stay in cache.
+* X^T Ia X is done on 3x3 blocks with E and r (:func:`_XTIX`): ~230 multiplies instead of 432.
+* The legacy XLA:CPU loop emitters vectorize these fusions, the newer fusion emitters do not:
+  :data:`CPU_OPTIONS` (~2x).  A top-level ``aba_batch`` call uses them; inside your own jit,
+  pass ``compiler_options=jaxdyn.CPU_OPTIONS`` to that jit.
+* The batch runs in chunks of ``chunk`` robots (``lax.map``) in ``streams`` independent loops,
+  which XLA:CPU can run on different cores.
 
 A floating base (a FREE joint on body 0, the only root) is handled outside the scan, so the
 scanned bodies carry ``k`` = their own largest dof count (1 for humanoids and quadrupeds)
-instead of the free joint's 6.
+instead of the free joint's 6, and their joint transforms are computed for their own joint
+types only.
 
-Results equal ``vmap(aba)`` to rounding (tests/test_batch.py).  Singular articulated inertia
-gives NaN for that robot, as in :func:`jaxdyn.aba`.
+Results equal Pinocchio's aba per state (tests/test_batch.py).  A singular articulated
+inertia (e.g. a massless leaf on a joint) gives NaN, as :func:`jaxdyn.aba`.
 """
 from __future__ import annotations
 
@@ -32,9 +37,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..kinematics import joint_transforms
+from .. import spatial as sp
 from ..model.model import Model, ShapeError
 from ..model import joints as J
+from ..model.joints import jcalc
 from ..tree import backward_sweep, forward_sweep
 from .common import body_inertia_matrices, dof_mask, gravity_acceleration, per_body, pd_inverse
 
@@ -175,38 +181,55 @@ class _Tree(NamedTuple):
 
 
 def _layout(model: Model):
-    """Static plan: (floating root?, dof slots k of the scanned bodies).  A FREE joint on body
-    0 that is the only root is taken out of the scan.  Needs concrete topology; a traced model
-    (e.g. differentiated w.r.t. under an outer jit) uses the general layout."""
+    """Static plan: (floating root?, dof slots k and joint types of the scanned bodies).  A
+    FREE joint on body 0 that is the only root is taken out of the scan.  Needs concrete
+    topology; a traced model (e.g. differentiated w.r.t. under an outer jit) uses the general
+    layout."""
     try:
         parent, jtype = np.asarray(model.parent), np.asarray(model.jtype)
     except jax.errors.TracerArrayConversionError:
-        return False, model.k
+        return False, model.k, model.types
     free = model.nb > 1 and jtype[0] == J.FREE and parent[0] == -1 and np.all(parent[1:] >= 0)
     if not free:
-        return False, model.k
-    return True, max([J.NV[int(t)] for t in jtype[1:]] + [1])
+        return False, model.k, model.types
+    rest = sorted({int(t) for t in jtype[1:]})
+    return True, max([J.NV[t] for t in rest] + [1]), tuple(rest)
 
 
-def _aba_chunk(model: Model, q, qd, tau, fx, a0, free, k):
+def _joint_transforms(model: Model, q, bodies, types, k):
+    """Xup = XJ Xtree and S of ``bodies`` (a slice), batch-last: E (n, 3, 3, C), r (n, 3, C),
+    S (n, 6, k, C), computing only the joint ``types`` listed (static) with k columns."""
+    qj = jnp.concatenate([q, jnp.zeros_like(q[:, :1])], 1)[:, model.qidx[bodies]]  # (C, n, nqj); pad 0
+
+    def one(t, axis, pitch, qq, E, r):
+        XJ, S = jcalc(types, k, t, axis, pitch, qq)
+        X = sp.compose(XJ, sp.Transform(E, r))
+        return X.E, X.r, S
+
+    per_body = jax.vmap(one, (0, 0, 0, 0, 0, 0))
+    return jax.vmap(per_body, (None, None, None, 0, None, None), out_axes=-1)(
+        model.jtype[bodies], model.axis[bodies], model.pitch[bodies], qj, model.Xtree_E[bodies],
+        model.Xtree_r[bodies])
+
+
+def _aba_chunk(model: Model, q, qd, tau, fx, a0, free, k, types):
     """ABA on one chunk: q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv)."""
     C, dt = q.shape[0], q.dtype
     last = lambda a: jnp.moveaxis(a, 0, -1)                                 # (nb, ..., C)
-    Xup, S = jax.vmap(partial(joint_transforms, model))(q)
-    E, r, S = last(Xup.E), last(Xup.r), last(S)
+    nb, o = model.nb, int(free)                                             # o: first scanned body
+    E1, r1, S1 = _joint_transforms(model, q, slice(o, nb), types, k)
     qdb = last(jax.vmap(partial(per_body, model))(qd))
     taub = last(jax.vmap(partial(per_body, model))(tau))
     fx = last(fx)
     I6 = body_inertia_matrices(model).astype(dt)[..., None]                # (nb, 6, 6, 1)
     mask = dof_mask(model).astype(dt)
     padarm = ((1.0 - mask) + per_body(model, model.armature).astype(dt) * mask)[..., None]
-    nb, o = model.nb, int(free)                                             # o: first scanned body
     tree = _Tree(nb - o, (model.parent[o:] - o).astype(jnp.int32))
-    E1, r1, S1 = E[o:], r[o:], S[o:, :, :k]
     idx = jnp.arange(nb - o, dtype=jnp.int32)
     zero6 = jnp.zeros((6, C), dt)
     if free:   # root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
-        v0 = _mv(S[0], qdb[0])
+        E0, r0, S0 = (a[0] for a in _joint_transforms(model, q, slice(0, 1), (J.FREE,), 6))
+        v0 = _mv(S0, qdb[0])
         pA0 = _crf(v0, _mv(I6[0], v0)) - fx[0]
     else:
         v0 = zero6
@@ -217,12 +240,12 @@ def _aba_chunk(model: Model, q, qd, tau, fx, a0, free, k):
     a0b = jnp.broadcast_to(a0[:, None], (6, C))
     if free:   # root (free joint, S0 square): qdd0 = D0^-1 (u0 - U0^T X0 a0);  Ia0 = 0
         IAr = I6[0] + accIA[-1]
-        U0 = _mm(IAr, S[0])
-        D0 = _mm(_T(S[0]), U0) + padarm[0][:, None] * jnp.eye(model.k, dtype=dt)[..., None]
-        u0 = taub[0] - _mv(_T(S[0]), pA0 + accp[-1])
-        a1 = _Xm(E[0], r[0], a0b)
+        U0 = _mm(IAr, S0)
+        D0 = _mm(_T(S0), U0) + padarm[0][:, None] * jnp.eye(6, dtype=dt)[..., None]
+        u0 = taub[0] - _mv(_T(S0), pA0 + accp[-1])
+        a1 = _Xm(E0, r0, a0b)
         qdd0 = _mv(_inv(D0), u0 - _mv(_T(U0), a1))
-        a0b = a1 + _mv(S[0], qdd0)
+        a0b = a1 + _mv(S0, qdd0)
     _, qddb = forward_sweep(_pass3, tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c))
     vidx = model.vidx[o:, :k]
     qddb = qddb * mask[o:, :k, None]
@@ -232,9 +255,21 @@ def _aba_chunk(model: Model, q, qd, tau, fx, a0, free, k):
     return out[:-1].T + model.v_pad.astype(dt)[None] * tau
 
 
-@partial(jax.jit, static_argnames=("chunk", "streams", "free", "k"))
-def _aba_batch(model, q, qd, tau, fx, a0, chunk, streams, free, k):
+# XLA:CPU options for this program only (measured: ~2x on panda and g1 at B = 4096, f64): the
+# legacy loop emitters vectorize these batch-last fusions, the newer fusion emitters do not.
+CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
+
+
+def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, streams, free, k, types):
+    dt = jnp.result_type(q, qd, tau)
+    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
     B = q.shape[0]
+    if f_ext is None:
+        fx = jnp.zeros((B, model.nb, 6), dt)
+    else:
+        f_ext = jnp.asarray(f_ext, dt)
+        fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
+    a0 = gravity_acceleration(model, gravity).astype(dt)
     C = min(chunk, B)
     n = -(-B // C)
     n = -(-n // streams) * streams if n >= streams else n
@@ -244,7 +279,7 @@ def _aba_batch(model, q, qd, tau, fx, a0, chunk, streams, free, k):
         q = padrows(q, q[:1])
         qd, tau, fx = (padrows(a, jnp.zeros((), a.dtype)) for a in (qd, tau, fx))
     xs = tuple(a.reshape((n, C) + a.shape[1:]) for a in (q, qd, tau, fx))
-    f = lambda x: _aba_chunk(model, *x, a0, free, k)
+    f = lambda x: _aba_chunk(model, *x, a0, free, k, types)
     s = streams if n >= streams else 1
     h = n // s
     out = jnp.concatenate([lax.map(f, jax.tree_util.tree_map(lambda a: a[j * h:(j + 1) * h], xs))
@@ -279,12 +314,19 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, str
     dt = jnp.result_type(q, qd, tau)
     if not jnp.issubdtype(dt, jnp.floating):
         raise ShapeError(f"aba_batch: q, qd, tau must be floating-point, got {dt}")
-    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
-    if f_ext is None:
-        fx = jnp.zeros((B, model.nb, 6), dt)
-    else:
-        f_ext = jnp.asarray(f_ext, dt)
-        fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
-    a0 = gravity_acceleration(model, gravity).astype(dt)
-    free, k = _layout(model)
-    return _aba_batch(model, q, qd, tau, fx, a0, int(chunk), int(streams), free, k)
+    free, k, types = _layout(model)
+    return _compiled(model, q, qd, tau, f_ext, gravity, int(chunk), int(streams), free, k, types)
+
+
+_STATIC = ("chunk", "streams", "free", "k", "types")
+_compiled_default = jax.jit(_aba_batch, static_argnames=_STATIC)
+_compiled_cpu = jax.jit(_aba_batch, static_argnames=_STATIC, compiler_options=CPU_OPTIONS)
+
+
+def _compiled(*args):
+    """The jitted kernel; a top-level call on the CPU backend compiles it with
+    :data:`CPU_OPTIONS`.  Under an outer trace (jit, grad, vmap) the caller's top-level jit
+    decides the options: pass ``compiler_options=jaxdyn.CPU_OPTIONS`` there for the speed."""
+    traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(args))
+    fn = _compiled_cpu if jax.default_backend() == "cpu" and not traced else _compiled_default
+    return fn(*args)
