@@ -5,8 +5,9 @@ Usage: python benchmarks/bench_core.py [--robots panda,g1] [--batches 1,64,4096]
 
 For each robot, dtype, algorithm and batch size B it jit-compiles ``vmap(algo)`` (B > 1) or
 ``algo`` (B = 1), reports compile time and the median wall time of repeated calls divided by
-B.  Pinocchio is measured in the same run: a Python loop of ``pin.aba`` / ``pin.rnea`` /
-``pin.crba`` (per call) and ``pin.abaInParallel`` when available.  Writes JSON and a PNG plot.
+B.  For aba and B > 1 it also measures ``jaxdyn.aba_batch`` (the throughput ABA, called
+top-level so that it compiles with ``jaxdyn.CPU_OPTIONS``).  Pinocchio is measured in the
+same run: a Python loop of ``pin.aba`` / ``pin.rnea`` / ``pin.crba`` (per call) and ``pin.abaInParallel`` when available.  Writes JSON and a PNG plot.
 """
 from __future__ import annotations
 
@@ -113,6 +114,15 @@ def main():
                                                 us_per_robot_step=1e6 * t, compile_s=tc))
                     print(f"{rname:14s} jaxdyn    {algo:5s} {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
                           f"(compile {tc:.2f} s)", flush=True)
+                    if algo == "aba" and B > 1:  # the throughput ABA, called top-level (CPU_OPTIONS)
+                        t0 = time.perf_counter()
+                        jaxdyn.aba_batch(model, Q, V, T).block_until_ready()
+                        tc = time.perf_counter() - t0
+                        t = timeit(lambda: jaxdyn.aba_batch(model, Q, V, T).block_until_ready()) / B
+                        results["rows"].append(dict(robot=rname, lib="jaxdyn-batch", algo=algo, B=B, dtype=dname,
+                                                    us_per_robot_step=1e6 * t, compile_s=tc))
+                        print(f"{rname:14s} aba_batch       {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
+                              f"(first call {tc:.2f} s)", flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(results, fh, indent=1)
@@ -130,11 +140,12 @@ def plot(results, path):
     fig, axs = plt.subplots(1, len(algos), figsize=(5 * len(algos), 4), squeeze=False)
     for ax, algo in zip(axs[0], algos):
         for rb in robots:
-            for dt, ls in (("f64", "-"), ("f32", ":")):
-                pts = sorted((r["B"], r["us_per_robot_step"]) for r in rows
-                             if r["robot"] == rb and r["algo"] == algo and r["lib"] == "jaxdyn" and r["dtype"] == dt)
-                if pts:
-                    ax.loglog(*zip(*pts), ls, marker="o", label=f"jaxdyn {rb} {dt}")
+            for lib, mk in (("jaxdyn", "o"), ("jaxdyn-batch", "s")):
+                for dt, ls in (("f64", "-"), ("f32", ":")):
+                    pts = sorted((r["B"], r["us_per_robot_step"]) for r in rows
+                                 if r["robot"] == rb and r["algo"] == algo and r["lib"] == lib and r["dtype"] == dt)
+                    if pts:
+                        ax.loglog(*zip(*pts), ls, marker=mk, label=f"{lib} {rb} {dt}")
             pin_rows = [r for r in rows if r["robot"] == rb and r["algo"] == algo and r["lib"] == "pinocchio"]
             if pin_rows:
                 ax.axhline(pin_rows[0]["us_per_robot_step"], ls="--", lw=0.8, color="k")

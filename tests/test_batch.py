@@ -1,8 +1,13 @@
 """aba_batch (the throughput ABA) against Pinocchio per state, identities, gradients, bad input.
 
-One compile per model: chunk=16 and streams=2 with B = 37, so the batch is padded (37 -> 64)
-and both chunk loops run.
+One compile per model: chunk=16 with B = 37, so the batch is padded (37 -> 48) and three chunks
+run.  The two-device (shard_map) path runs in a subprocess started with two host devices.
 """
+import os
+import subprocess
+import sys
+import textwrap
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +20,7 @@ from jaxdyn import aba_batch
 from pinutil import align_rub_axes, to_pinocchio
 
 B = 37
-KW = dict(chunk=16, streams=2)
+KW = dict(chunk=16)
 
 
 def _close(a, b, rtol=1e-10):
@@ -84,7 +89,7 @@ def test_aba_batch_gradients_match_aba(robot_pair):
     m, pm = robot_pair("anymal_c")
     args = tuple(jnp.asarray(a) for a in _batch(rng_states(m, pm, 2, seed=8)))
     args = (args[0], args[1], args[3])
-    ours = lambda *a: aba_batch(m, *a, chunk=1, streams=1)
+    ours = lambda *a: aba_batch(m, *a, chunk=1)
     ref = lambda *a: jax.vmap(lambda *s: jaxdyn.aba(m, *s))(*a)
     W = jnp.asarray(np.random.default_rng(5).normal(size=(2, m.nv)))
     grad = lambda f: jax.grad(lambda *a: jnp.sum(W * f(*a)), argnums=(0, 1, 2))(*args)
@@ -110,3 +115,28 @@ def test_aba_batch_bad_input_and_singular():
     # massless, inertia-free leaf on a revolute joint: D = 0, NaN as jaxdyn.aba
     ms = m.replace(mass=m.mass.at[5].set(0.0), inertia=m.inertia.at[5].set(0.0))
     assert np.all(np.isnan(aba_batch(ms, q, jnp.ones((4, m.nv)), jnp.ones((4, m.nv)), chunk=4)))
+
+
+def test_aba_batch_two_host_devices():
+    """With jax_num_cpu_devices=2 the batch is split over both devices (shard_map); the result
+    equals vmap(aba) for a B that needs padding on each device."""
+    code = textwrap.dedent("""
+        import jax, numpy as np
+        jax.config.update("jax_num_cpu_devices", 2)
+        jax.config.update("jax_enable_x64", True)
+        import jaxdyn
+        assert jax.device_count() == 2
+        m = jaxdyn.robots.random_tree(8, 0.4, 2, floating_base=True)
+        B = 37
+        q = jax.vmap(lambda k: jaxdyn.random_configuration(m, k))(jax.random.split(jax.random.PRNGKey(0), B))
+        r = np.random.default_rng(0)
+        v, t = r.normal(size=(B, m.nv)), r.normal(size=(B, m.nv))
+        out = jaxdyn.aba_batch(m, q, v, t, chunk=8)
+        ref = jax.vmap(lambda *s: jaxdyn.aba(m, *s))(q, v, t)
+        err = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
+        assert err < 1e-12, err
+        print("ok", err)
+    """)
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]

@@ -16,8 +16,9 @@ sum of broadcast multiplies: one vectorized loop over C.  Facts measured on this
 * The legacy XLA:CPU loop emitters vectorize these fusions, the newer fusion emitters do not:
   :data:`CPU_OPTIONS` (~2x).  A top-level ``aba_batch`` call uses them; inside your own jit,
   pass ``compiler_options=jaxdyn.CPU_OPTIONS`` to that jit.
-* The batch runs in chunks of ``chunk`` robots (``lax.map``) in ``streams`` independent loops,
-  which XLA:CPU can run on different cores.
+* The batch runs in chunks of ``chunk`` robots (``lax.map``); the chunks are split over the
+  devices with ``shard_map``.  One XLA:CPU program runs on one core (measured: two independent
+  chunk loops in one program used 1.2 cores), so two cores need two host devices.
 
 A floating base (a FREE joint on body 0, the only root) is handled outside the scan, so the
 scanned bodies carry ``k`` = their own largest dof count (1 for humanoids and quadrupeds)
@@ -36,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
 
 from .. import spatial as sp
 from ..model.model import Model, ShapeError
@@ -260,7 +262,7 @@ def _aba_chunk(model: Model, q, qd, tau, fx, a0, free, k, types):
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
 
 
-def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, streams, free, k, types):
+def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
     dt = jnp.result_type(q, qd, tau)
     q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
     B = q.shape[0]
@@ -270,24 +272,26 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, streams, free, k, types
         f_ext = jnp.asarray(f_ext, dt)
         fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
     a0 = gravity_acceleration(model, gravity).astype(dt)
-    C = min(chunk, B)
-    n = -(-B // C)
-    n = -(-n // streams) * streams if n >= streams else n
-    padn = n * C - B
-    if padn:
-        padrows = lambda a, fill: jnp.concatenate([a, jnp.broadcast_to(fill, (padn,) + a.shape[1:])])
+    C = min(chunk, -(-B // ndev))
+    rows = -(-B // (C * ndev)) * C * ndev          # padded to whole chunks on every device
+    if rows > B:
+        padrows = lambda a, fill: jnp.concatenate([a, jnp.broadcast_to(fill, (rows - B,) + a.shape[1:])])
         q = padrows(q, q[:1])
         qd, tau, fx = (padrows(a, jnp.zeros((), a.dtype)) for a in (qd, tau, fx))
-    xs = tuple(a.reshape((n, C) + a.shape[1:]) for a in (q, qd, tau, fx))
-    f = lambda x: _aba_chunk(model, *x, a0, free, k, types)
-    s = streams if n >= streams else 1
-    h = n // s
-    out = jnp.concatenate([lax.map(f, jax.tree_util.tree_map(lambda a: a[j * h:(j + 1) * h], xs))
-                           for j in range(s)])
-    return out.reshape(n * C, -1)[:B]
+
+    def local(q, qd, tau, fx):                      # the rows of one device, chunk by chunk
+        n = q.shape[0] // C
+        xs = tuple(a.reshape((n, C) + a.shape[1:]) for a in (q, qd, tau, fx))
+        out = lax.map(lambda x: _aba_chunk(model, *x, a0, free, k, types), xs)
+        return out.reshape(n * C, -1)
+
+    if ndev > 1:
+        mesh = Mesh(np.array(jax.devices()[:ndev]), ("b",))
+        local = jax.shard_map(local, mesh=mesh, in_specs=(P("b"),) * 4, out_specs=P("b"), check_vma=False)
+    return local(q, qd, tau, fx)[:B]
 
 
-def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, streams=2):
+def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, devices=None):
     """Forward dynamics qdd of B states of one model (throughput version of :func:`jaxdyn.aba`).
 
     Args:
@@ -296,8 +300,10 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, str
         [force; moment], each in its body frame (as ``aba(..., f_ext_frame="local")``).
       gravity: optional (3,) world gravity.
       chunk: robots per chunk (static): the chunk's arrays should stay in L2 cache.
-      streams: independent chunk loops in one program (static); XLA:CPU runs them on
-        different cores.
+      devices: how many devices of the default backend share the batch (static); default: all
+        of them on the CPU backend, else 1.  XLA:CPU runs one program on one core, so to use
+        both cores of a 2-core machine start JAX with two host devices,
+        ``jax.config.update("jax_num_cpu_devices", 2)`` before any JAX computation.
     Returns:
       qdd (B, nv), equal to ``jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(model, q, qd, tau)`` to
       rounding.  No damping is applied (as :func:`jaxdyn.aba`).  Jit-able and differentiable
@@ -315,10 +321,14 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, str
     if not jnp.issubdtype(dt, jnp.floating):
         raise ShapeError(f"aba_batch: q, qd, tau must be floating-point, got {dt}")
     free, k, types = _layout(model)
-    return _compiled(model, q, qd, tau, f_ext, gravity, int(chunk), int(streams), free, k, types)
+    cpu = jax.default_backend() == "cpu"
+    ndev = int(devices) if devices is not None else (jax.device_count() if cpu else 1)
+    if not 1 <= ndev <= jax.device_count():
+        raise ValueError(f"aba_batch: devices={devices} but {jax.device_count()} device(s) are available")
+    return _compiled(model, q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
 
 
-_STATIC = ("chunk", "streams", "free", "k", "types")
+_STATIC = ("chunk", "ndev", "free", "k", "types")
 _compiled_default = jax.jit(_aba_batch, static_argnames=_STATIC)
 _compiled_cpu = jax.jit(_aba_batch, static_argnames=_STATIC, compiler_options=CPU_OPTIONS)
 
