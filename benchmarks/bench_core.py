@@ -1,13 +1,16 @@
 """Core-dynamics throughput: µs per robot-step for rnea / crba / aba, jaxdyn vs Pinocchio.
 
 Usage: python benchmarks/bench_core.py [--robots panda,g1] [--batches 1,64,4096]
-         [--dtypes f64,f32] [--algos aba,rnea,crba] [--out benchmarks/results/core.json]
+         [--dtypes f64,f32] [--algos aba,rnea,crba] [--host-devices 2]
+         [--out benchmarks/results/core.json]
 
 For each robot, dtype, algorithm and batch size B it jit-compiles ``vmap(algo)`` (B > 1) or
 ``algo`` (B = 1), reports compile time and the median wall time of repeated calls divided by
 B.  For aba and B > 1 it also measures ``jaxdyn.aba_batch`` (the throughput ABA, called
-top-level so that it compiles with ``jaxdyn.CPU_OPTIONS``).  Pinocchio is measured in the
-same run: a Python loop of ``pin.aba`` / ``pin.rnea`` / ``pin.crba`` (per call) and ``pin.abaInParallel`` when available.  Writes JSON and a PNG plot.
+top-level so that it compiles with ``jaxdyn.CPU_OPTIONS``) on one device and on all
+``--host-devices`` (default: one JAX CPU device per core).  Pinocchio is measured in the same
+run: a Python loop of ``pin.aba`` / ``pin.rnea`` / ``pin.crba`` (per call, one core) and
+``pin.abaInParallel`` on 2 threads when available.  Writes JSON and a PNG plot.
 """
 from __future__ import annotations
 
@@ -47,9 +50,12 @@ def main():
     ap.add_argument("--dtypes", default="f64,f32")
     ap.add_argument("--algos", default="aba,rnea,crba")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "core.json"))
+    ap.add_argument("--host-devices", type=int, default=os.cpu_count() or 1,
+                    help="JAX CPU devices (one per core); aba_batch is measured on 1 and on all")
     args = ap.parse_args()
 
     import jax
+    jax.config.update("jax_num_cpu_devices", args.host_devices)
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import pinocchio as pin
@@ -114,14 +120,20 @@ def main():
                                                 us_per_robot_step=1e6 * t, compile_s=tc))
                     print(f"{rname:14s} jaxdyn    {algo:5s} {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
                           f"(compile {tc:.2f} s)", flush=True)
-                    if algo == "aba" and B > 1:  # the throughput ABA, called top-level (CPU_OPTIONS)
+                    if algo != "aba" or B == 1:
+                        continue
+                    # the throughput ABA, called top-level (compiled with CPU_OPTIONS), on one
+                    # device (one core) and on all host devices
+                    for nd in sorted({1, jax.device_count()}):
+                        run = lambda: jaxdyn.aba_batch(model, Q, V, T, devices=nd).block_until_ready()
                         t0 = time.perf_counter()
-                        jaxdyn.aba_batch(model, Q, V, T).block_until_ready()
+                        run()
                         tc = time.perf_counter() - t0
-                        t = timeit(lambda: jaxdyn.aba_batch(model, Q, V, T).block_until_ready()) / B
-                        results["rows"].append(dict(robot=rname, lib="jaxdyn-batch", algo=algo, B=B, dtype=dname,
-                                                    us_per_robot_step=1e6 * t, compile_s=tc))
-                        print(f"{rname:14s} aba_batch       {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
+                        t = timeit(run) / B
+                        lib = "jaxdyn-batch" if nd == 1 else f"jaxdyn-batch-{nd}dev"
+                        results["rows"].append(dict(robot=rname, lib=lib, algo=algo, B=B, dtype=dname,
+                                                    us_per_robot_step=1e6 * t, compile_s=tc, devices=nd))
+                        print(f"{rname:14s} aba_batch {nd} dev {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
                               f"(first call {tc:.2f} s)", flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
@@ -140,7 +152,7 @@ def plot(results, path):
     fig, axs = plt.subplots(1, len(algos), figsize=(5 * len(algos), 4), squeeze=False)
     for ax, algo in zip(axs[0], algos):
         for rb in robots:
-            for lib, mk in (("jaxdyn", "o"), ("jaxdyn-batch", "s")):
+            for lib, mk in (("jaxdyn", "o"), ("jaxdyn-batch", "s"), ("jaxdyn-batch-2dev", "^")):
                 for dt, ls in (("f64", "-"), ("f32", ":")):
                     pts = sorted((r["B"], r["us_per_robot_step"]) for r in rows
                                  if r["robot"] == rb and r["algo"] == algo and r["lib"] == lib and r["dtype"] == dt)
