@@ -40,19 +40,19 @@ def crba(model: Model, q):
     IC0, _ = composite_inertias_world(model, X0)
     S0 = motion_subspaces_world(model, X0, S) * dof_mask(model)[:, None, :]
     F0 = jax.vmap(lambda I, Si: jax.vmap(lambda c: sp.inertia.apply(I, c), 1, 1)(Si))(IC0, S0)
-    anc = ancestors(model)[:-1]                         # anc[i, j] = 1 if j is i or an ancestor of i
+    # per dof: its column of F0 and S0, and its body (a gather through the inverse of vidx;
+    # dofs that no body owns -- stack() padding -- read a zero column and the world's row)
     nb, k = model.nb, model.k
-    B = jnp.einsum("iak,jal->ikjl", F0, S0)             # B[i, :, j, :] = F0_i^T S0_j
-    eye = jnp.eye(nb, dtype=B.dtype)
-    low = B * (anc - eye)[:, None, :, None]
-    dia = B * eye[:, None, :, None]
-    idx = model.vidx.reshape(-1)
-    n1 = model.nv + 1
-
-    def put(blocks):
-        return jnp.zeros((n1, n1), B.dtype).at[idx[:, None], idx[None, :]].add(
-            blocks.reshape(nb * k, nb * k))[:-1, :-1]
-
-    L = put(low)
-    M = L + L.T + put(dia)
+    slot = jnp.full(model.nv + 1, nb * k, jnp.int32).at[model.vidx.reshape(-1)].set(
+        jnp.arange(nb * k, dtype=jnp.int32))[:-1]                       # (nv,) dof -> body slot
+    cols = lambda X: jnp.concatenate([jnp.swapaxes(X, 1, 2).reshape(nb * k, 6),
+                                      jnp.zeros((1, 6), X.dtype)])[slot]
+    Fd, Sd = cols(F0), cols(S0)                                          # (nv, 6)
+    body = jnp.concatenate([jnp.repeat(jnp.arange(nb, dtype=jnp.int32), k), jnp.full(1, nb, jnp.int32)])[slot]
+    anc = ancestors(model)                                               # anc[i, j]: j is i or its ancestor
+    anc = jnp.concatenate([anc, jnp.zeros((nb + 1, 1), anc.dtype)], 1)[body[:, None], body[None, :]]
+    same = (body[:, None] == body[None, :]).astype(anc.dtype) * (body < nb)[:, None]
+    Bd = Fd @ Sd.T                                                       # F0_a^T S0_b for dofs a, b
+    low = Bd * (anc - same)
+    M = low + low.T + Bd * same
     return M + jnp.diag(model.armature)
