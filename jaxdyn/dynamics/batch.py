@@ -149,23 +149,20 @@ def _pass1(v_p, x):
     return v, (_crm(v, vJ), _crf(v, Iv) - fx)
 
 
-def _pass2(IA, x):
-    """U = IA S;  D = S^T U (+ armature);  Ia = IA - U D^-1 U^T;  parent gets X^T Ia X."""
-    i, E, r, S, padarm = x
+def _pass2(acc, x):
+    """Articulated inertia and bias force together (one sweep):  U = IA S;  D = S^T U
+    (+ armature);  Ia = IA - U D^-1 U^T;  u = tau - S^T pA;  pa = pA + Ia c + U D^-1 u;
+    the parent gets X^T Ia X and X^T pa."""
+    IA, pA = acc
+    i, E, r, S, padarm, c, tau = x
     U = _materialize(_mm(IA, S), i)
     D = _mm(_T(S), U) + padarm[:, None] * jnp.eye(S.shape[1], dtype=IA.dtype)[..., None]
     Dinv = _inv(D)
     UDinv = _materialize(_mm(U, Dinv), i)
     Ia = _materialize(IA - _mm(UDinv, _T(U)), i)
-    return _XTIX(Ia, E, r, i), (U, Dinv, Ia)
-
-
-def _pass2b(pA, x):
-    """u = tau - S^T pA;  pa = pA + Ia c + U D^-1 u;  parent gets X^T pa."""
-    i, E, r, S, U, Dinv, Ia, c, tau = x
     u = _materialize(tau - _mv(_T(S), pA), i)
-    pa = _materialize(pA + _mv(Ia, c) + _mv(U, _mv(Dinv, u)), i)
-    return _XTf(E, r, pa, i), u
+    pa = _materialize(pA + _mv(Ia, c) + _mv(UDinv, u), i)
+    return (_XTIX(Ia, E, r, i), _XTf(E, r, pa, i)), (U, Dinv, u)
 
 
 def _pass3(a_p, x):
@@ -237,8 +234,8 @@ def _aba_chunk(model: Model, q, qd, tau, fx, a0, free, k, types):
         v0 = zero6
     _, (c, pA) = forward_sweep(_pass1, tree, v0, (idx, E1, r1, S1, qdb[o:, :k], I6[o:], fx[o:]))
     IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6, C))
-    accIA, (U, Dinv, Ia) = backward_sweep(_pass2, tree, IA0, (idx, E1, r1, S1, padarm[o:, :k]))
-    accp, u = backward_sweep(_pass2b, tree, pA, (idx, E1, r1, S1, U, Dinv, Ia, c, taub[o:, :k]))
+    (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2, tree, (IA0, pA),
+                                                 (idx, E1, r1, S1, padarm[o:, :k], c, taub[o:, :k]))
     a0b = jnp.broadcast_to(a0[:, None], (6, C))
     if free:   # root (free joint, S0 square): qdd0 = D0^-1 (u0 - U0^T X0 a0);  Ia0 = 0
         IAr = I6[0] + accIA[-1]
