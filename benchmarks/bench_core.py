@@ -143,31 +143,38 @@ def main():
 
 
 def plot(results, path):
+    """One panel per algorithm: colour = robot, marker = implementation, dotted = f32; dashed
+    horizontal lines = Pinocchio per call (same colour)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     rows = results["rows"]
     robots = sorted({r["robot"] for r in rows})
     algos = sorted({r["algo"] for r in rows})
-    fig, axs = plt.subplots(1, len(algos), figsize=(5 * len(algos), 4), squeeze=False)
+    colour = {rb: f"C{i}" for i, rb in enumerate(robots)}
+    libs = (("jaxdyn", "o", "vmap"), ("jaxdyn-batch", "s", "aba_batch 1 dev"),
+            ("jaxdyn-batch-2dev", "^", "aba_batch 2 dev"))
+    fig, axs = plt.subplots(1, len(algos), figsize=(5.5 * len(algos), 5), squeeze=False)
     for ax, algo in zip(axs[0], algos):
         for rb in robots:
-            for lib, mk in (("jaxdyn", "o"), ("jaxdyn-batch", "s"), ("jaxdyn-batch-2dev", "^")):
+            for lib, mk, _ in libs:
                 for dt, ls in (("f64", "-"), ("f32", ":")):
                     pts = sorted((r["B"], r["us_per_robot_step"]) for r in rows
                                  if r["robot"] == rb and r["algo"] == algo and r["lib"] == lib and r["dtype"] == dt)
                     if pts:
-                        ax.loglog(*zip(*pts), ls, marker=mk, label=f"{lib} {rb} {dt}")
+                        ax.loglog(*zip(*pts), ls, marker=mk, color=colour[rb], ms=4, lw=1)
             pin_rows = [r for r in rows if r["robot"] == rb and r["algo"] == algo and r["lib"] == "pinocchio"]
             if pin_rows:
-                ax.axhline(pin_rows[0]["us_per_robot_step"], ls="--", lw=0.8, color="k")
-                ax.text(1, pin_rows[0]["us_per_robot_step"], f" pin {rb}", fontsize=6, va="bottom")
-        ax.set_title(f"{algo}: µs per robot-step (dashed: Pinocchio per call)")
+                ax.axhline(pin_rows[0]["us_per_robot_step"], ls="--", lw=0.8, color=colour[rb])
+        ax.set_title(f"{algo}: µs per robot-step (f64 solid, f32 dotted)")
         ax.set_xlabel("batch size B")
         ax.set_ylabel("µs / robot-step")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+    handles = [plt.Line2D([], [], color=colour[rb], lw=2, label=rb) for rb in robots]
+    handles += [plt.Line2D([], [], color="k", marker=mk, ls="", label=lab) for _, mk, lab in libs]
+    handles += [plt.Line2D([], [], color="k", ls="--", lw=0.8, label="Pinocchio per call")]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=90)
 
 

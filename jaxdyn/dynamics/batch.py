@@ -97,7 +97,10 @@ def _crf(v, f):
 
 
 def _materialize(x, i):
-    """Identity that XLA cannot fuse through (see module doc); ``i`` is a traced scan index."""
+    """Identity that XLA:CPU cannot fuse through (see module doc); ``i`` is a traced scan
+    index.  On other backends (where a cond would sync with the host) it returns x as is."""
+    if jax.default_backend() != "cpu":
+        return x
     return lax.cond(i >= 0, lambda x: x, lambda x: jax.tree_util.tree_map(jnp.zeros_like, x), x)
 
 
