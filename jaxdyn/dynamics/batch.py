@@ -40,7 +40,8 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
 from .. import spatial as sp
-from ..model.model import Model, ShapeError
+from ..errors import ShapeError
+from ..model.model import Model
 from ..model import joints as J
 from ..model.joints import jcalc
 from ..tree import backward_sweep, forward_sweep
@@ -301,10 +302,10 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, dev
       gravity: optional (3,) world gravity.
       chunk: robots per chunk (static): the chunk's arrays should stay in L2 cache.
       devices: how many devices of the default backend share the batch (static).  Default:
-        all of them on the CPU backend when B * nb >= 20000, else 1 (a multi-device call costs
-        ~1.5 ms more; measured crossovers: panda B ~ 2048-4096, g1 B ~ 512).  XLA:CPU runs one program on one core, so to use
-        both cores of a 2-core machine start JAX with two host devices,
-        ``jax.config.update("jax_num_cpu_devices", 2)`` before any JAX computation.
+        all of them on the CPU backend when B * nb >= 20000, else 1 (a multi-device call
+        costs ~1.5 ms more; measured crossovers: panda B ~ 2048-4096, g1 B ~ 512).  XLA:CPU
+        runs one program on one core, so to use both cores of a 2-core machine start JAX with
+        two host devices, ``jax.config.update("jax_num_cpu_devices", 2)``, before any JAX work.
     Returns:
       qdd (B, nv), equal to ``jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(model, q, qd, tau)`` to
       rounding.  No damping is applied (as :func:`jaxdyn.aba`).  Jit-able and differentiable
@@ -314,8 +315,9 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, dev
     for nm, a, shape in (("q", q, (B, model.nq)), ("qd", qd, (B, model.nv)), ("tau", tau, (B, model.nv)),
                          ("f_ext", f_ext, (B, model.nb, 6))):
         if a is not None and jnp.shape(a) != shape:
-            raise ShapeError(f"aba_batch: {nm} must have shape (B, ...) = {shape} for model {model.name!r}"
-                             f" (B from q), got {jnp.shape(a)}")
+            want = "(" + ", ".join("B" if d is None else str(d) for d in shape) + ")"
+            raise ShapeError(f"aba_batch: {nm} must have shape {want} for model {model.name!r} "
+                             f"(B = q.shape[0]), got {jnp.shape(a)}")
     if B == 0:
         raise ShapeError("aba_batch: empty batch (B = 0)")
     dt = jnp.result_type(q, qd, tau)
