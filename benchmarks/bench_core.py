@@ -152,8 +152,9 @@ def plot(results, path):
     robots = sorted({r["robot"] for r in rows})
     algos = sorted({r["algo"] for r in rows})
     colour = {rb: f"C{i}" for i, rb in enumerate(robots)}
-    libs = (("jaxdyn", "o", "vmap"), ("jaxdyn-batch", "s", "aba_batch 1 dev"),
-            ("jaxdyn-batch-2dev", "^", "aba_batch 2 dev"))
+    multi = sorted({r["lib"] for r in rows if r["lib"].startswith("jaxdyn-batch-")})
+    libs = [("jaxdyn", "o", "vmap"), ("jaxdyn-batch", "s", "aba_batch 1 dev")]
+    libs += [(lib, "^", "aba_batch " + lib.split("-")[-1].replace("dev", " dev")) for lib in multi]
     fig, axs = plt.subplots(1, len(algos), figsize=(5.5 * len(algos), 5), squeeze=False)
     for ax, algo in zip(axs[0], algos):
         for rb in robots:
