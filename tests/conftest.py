@@ -55,6 +55,13 @@ def robot_pair():
     return get
 
 
+def close(a, b, rtol=1e-10, err=""):
+    """|a - b| <= rtol * max(1, max|b|) elementwise (relative to the reference's scale)."""
+    b = np.asarray(b)
+    scale = max(1.0, float(np.abs(b).max()))
+    np.testing.assert_allclose(np.asarray(a), b, atol=rtol * scale, rtol=0, err_msg=err)
+
+
 def rng_states(model, pm, n, seed=0):
     """n random (q, v, a, tau) with q from Pinocchio's randomConfiguration (finite limits)."""
     import pinocchio as pin

@@ -15,17 +15,12 @@ import pinocchio as pin
 import pytest
 
 import jaxdyn
-from conftest import rng_states
+from conftest import close, rng_states
 from jaxdyn import aba_batch
 from pinutil import align_rub_axes, to_pinocchio
 
 B = 37
 KW = dict(chunk=16)
-
-
-def _close(a, b, rtol=1e-10):
-    b = np.asarray(b)
-    np.testing.assert_allclose(np.asarray(a), b, atol=rtol * max(1.0, float(np.abs(b).max())), rtol=0)
 
 
 def _batch(states):
@@ -43,7 +38,7 @@ def test_aba_batch_equals_pinocchio(robot_pair, name):
     assert qdd.shape == (B, m.nv)
     for i in range(0, B, 4):
         fp = [pin.Force.Zero()] + [pin.Force(f[:3], f[3:]) for f in fx[i]]
-        _close(qdd[i], pin.aba(pm, pd, q[i], v[i], tau[i], fp))
+        close(qdd[i], pin.aba(pm, pd, q[i], v[i], tau[i], fp))
 
 
 @pytest.mark.parametrize("floating", [True, False])
@@ -60,7 +55,7 @@ def test_aba_batch_random_tree_all_joint_types(floating):
     qdd = aba_batch(m, q, v, tau, gravity=g, **KW)
     pm.gravity = pin.Motion(np.concatenate([g, np.zeros(3)]))
     for i in range(0, B, 6):
-        _close(qdd[i], pin.aba(pm, pd, q[i], v[i], tau[i]))
+        close(qdd[i], pin.aba(pm, pd, q[i], v[i], tau[i]))
 
 
 def test_aba_batch_identities_armature_f32_traced_model():
@@ -74,13 +69,13 @@ def test_aba_batch_identities_armature_f32_traced_model():
     v, tau = jnp.asarray(r.normal(size=(B, m.nv))), jnp.asarray(r.normal(size=(B, m.nv)))
     qdd = aba_batch(m, q, v, tau, **KW)
     lhs = jax.vmap(lambda q, v, a: jaxdyn.crba(m, q) @ a + jaxdyn.bias_forces(m, q, v))(q, v, qdd)
-    _close(lhs, tau)
+    close(lhs, tau)
     traced = jax.jit(lambda mm, q, v, t: aba_batch(mm, q, v, t, **KW))(m, q, v, tau)
-    _close(traced, qdd, 1e-11)
+    close(traced, qdd, 1e-11)
     m32 = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32) if a.dtype == jnp.float64 else a, m)
     f32 = aba_batch(m32, q.astype(jnp.float32), v.astype(jnp.float32), tau.astype(jnp.float32), **KW)
     assert f32.dtype == jnp.float32
-    _close(f32, qdd, 1e-3)
+    close(f32, qdd, 1e-3)
 
 
 def test_aba_batch_gradients_match_aba(robot_pair):
@@ -94,9 +89,9 @@ def test_aba_batch_gradients_match_aba(robot_pair):
     W = jnp.asarray(np.random.default_rng(5).normal(size=(2, m.nv)))
     grad = lambda f: jax.grad(lambda *a: jnp.sum(W * f(*a)), argnums=(0, 1, 2))(*args)
     for g1, g2 in zip(grad(ours), grad(ref)):
-        _close(g1, g2, 1e-9)
+        close(g1, g2, 1e-9)
     dirs = tuple(jnp.asarray(np.random.default_rng(4).normal(size=a.shape)) for a in args)
-    _close(jax.jvp(ours, args, dirs)[1], jax.jvp(ref, args, dirs)[1], 1e-9)
+    close(jax.jvp(ours, args, dirs)[1], jax.jvp(ref, args, dirs)[1], 1e-9)
 
 
 def test_aba_batch_bad_input_and_singular():

@@ -5,14 +5,8 @@ import pinocchio as pin
 import pytest
 
 import jaxdyn
-from conftest import rng_states
+from conftest import close, rng_states
 from pinutil import align_rub_axes, to_pinocchio
-
-
-def close(a, b, rtol=1e-10, err=""):
-    b = np.asarray(b)
-    scale = max(1.0, float(np.abs(b).max()))
-    np.testing.assert_allclose(np.asarray(a), b, atol=rtol * scale, rtol=0, err_msg=err)
 
 
 def _fext_pin(fx):

@@ -13,15 +13,9 @@ import pinocchio as pin
 import pytest
 
 import jaxdyn
-from conftest import rng_states
+from conftest import close, rng_states
 
 METHODS = ("udut", "operator_fd1", "operator_fd2", "operator_fd3", "operator_fd4", "virtual_work")
-
-
-def close(a, b, rtol=1e-10, err=""):
-    b = np.asarray(b)
-    scale = max(1.0, float(np.abs(b).max()))
-    np.testing.assert_allclose(np.asarray(a), b, atol=rtol * scale, rtol=0, err_msg=err)
 
 
 def builtin_models():
