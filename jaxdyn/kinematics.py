@@ -22,15 +22,22 @@ from .tree import forward_sweep
 REFERENCES = ("world", "local", "local_world_aligned")
 
 
-def joint_transforms(model: Model, q):
-    """Per-body Xup (parent -> body Transform, leading axis nb) and S (nb, 6, k)."""
-    qj = _gather(q, model.qidx)
+def joint_transforms(model: Model, q, bodies=slice(None), types=None, k=None):
+    """Per-body Xup (parent -> body Transform, leading axis nb) and S (nb, 6, k).
+
+    ``bodies`` (a slice), ``types`` and ``k`` (static) restrict the computation to some
+    bodies whose joints are all of the listed types, with k columns of S (defaults: all
+    bodies, ``model.types``, ``model.k``)."""
+    types = model.types if types is None else types
+    k = model.k if k is None else k
+    qj = _gather(q, model.qidx[bodies])
 
     def one(t, axis, pitch, qq, E, r):
-        XJ, S = jcalc(model.types, model.k, t, axis, pitch, qq)
+        XJ, S = jcalc(types, k, t, axis, pitch, qq)
         return sp.compose(XJ, sp.Transform(E, r)), S
 
-    return jax.vmap(one)(model.jtype, model.axis, model.pitch, qj, model.Xtree_E, model.Xtree_r)
+    return jax.vmap(one)(model.jtype[bodies], model.axis[bodies], model.pitch[bodies], qj,
+                         model.Xtree_E[bodies], model.Xtree_r[bodies])
 
 
 def _fk_step(X0_parent, Xup):

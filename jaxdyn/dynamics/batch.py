@@ -39,11 +39,10 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from .. import spatial as sp
 from ..errors import ShapeError
 from ..model.model import Model
 from ..model import joints as J
-from ..model.joints import jcalc
+from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from .common import body_inertia_matrices, dof_mask, gravity_acceleration, per_body, pd_inverse
 
@@ -106,10 +105,8 @@ def _materialize(x, i):
 
 
 def _inv(D):
-    """(k, k, C) SPD pivots -> inverse; NaN where not positive definite (as pd_inverse)."""
-    if D.shape[0] == 1:
-        d = D[0, 0]
-        return jnp.where(d > 0, 1.0 / jnp.where(d > 0, d, 1.0), jnp.nan)[None, None]
+    """(k, k, C) SPD pivots -> inverse by :func:`pd_inverse` per robot (NaN where not
+    positive definite)."""
     return jnp.moveaxis(jax.vmap(pd_inverse)(jnp.moveaxis(D, -1, 0)), 0, -1)
 
 
@@ -200,42 +197,40 @@ def _layout(model: Model):
 
 
 def _joint_transforms(model: Model, q, bodies, types, k):
-    """Xup = XJ Xtree and S of ``bodies`` (a slice), batch-last: E (n, 3, 3, C), r (n, 3, C),
-    S (n, 6, k, C), computing only the joint ``types`` listed (static) with k columns."""
-    qj = jnp.concatenate([q, jnp.zeros_like(q[:, :1])], 1)[:, model.qidx[bodies]]  # (C, n, nqj); pad 0
-
-    def one(t, axis, pitch, qq, E, r):
-        XJ, S = jcalc(types, k, t, axis, pitch, qq)
-        X = sp.compose(XJ, sp.Transform(E, r))
-        return X.E, X.r, S
-
-    per_body = jax.vmap(one, (0, 0, 0, 0, 0, 0))
-    return jax.vmap(per_body, (None, None, None, 0, None, None), out_axes=-1)(
-        model.jtype[bodies], model.axis[bodies], model.pitch[bodies], qj, model.Xtree_E[bodies],
-        model.Xtree_r[bodies])
+    """:func:`jaxdyn.kinematics.joint_transforms` of ``bodies`` for a chunk q (C, nq),
+    batch-last: E (n, 3, 3, C), r (n, 3, C), S (n, 6, k, C)."""
+    X, S = jax.vmap(partial(joint_transforms, model, bodies=bodies, types=types, k=k), out_axes=-1)(q)
+    return X.E, X.r, S
 
 
-def _aba_chunk(model: Model, q, qd, tau, fx, a0, free, k, types):
-    """ABA on one chunk: q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv)."""
+def _body_constants(model: Model, dt):
+    """State-independent per-body data, computed once per call: 6x6 inertias (nb, 6, 6, 1),
+    the dof mask (nb, k) and the pivot's diagonal addend (armature; 1 on unused slots)."""
+    I6 = body_inertia_matrices(model).astype(dt)[..., None]
+    mask = dof_mask(model).astype(dt)
+    padarm = ((1.0 - mask) + per_body(model, model.armature).astype(dt) * mask)[..., None]
+    return I6, mask, padarm
+
+
+def _aba_chunk(model: Model, q, qd, tau, fx, a0, consts, free, k, types):
+    """ABA on one chunk: q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv).
+    ``consts``: :func:`_body_constants`."""
     C, dt = q.shape[0], q.dtype
+    I6, mask, padarm = consts
     last = lambda a: jnp.moveaxis(a, 0, -1)                                 # (nb, ..., C)
     nb, o = model.nb, int(free)                                             # o: first scanned body
     E1, r1, S1 = _joint_transforms(model, q, slice(o, nb), types, k)
     qdb = last(jax.vmap(partial(per_body, model))(qd))
     taub = last(jax.vmap(partial(per_body, model))(tau))
     fx = last(fx)
-    I6 = body_inertia_matrices(model).astype(dt)[..., None]                # (nb, 6, 6, 1)
-    mask = dof_mask(model).astype(dt)
-    padarm = ((1.0 - mask) + per_body(model, model.armature).astype(dt) * mask)[..., None]
     tree = _Tree(nb - o, (model.parent[o:] - o).astype(jnp.int32))
     idx = jnp.arange(nb - o, dtype=jnp.int32)
-    zero6 = jnp.zeros((6, C), dt)
     if free:   # root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
         E0, r0, S0 = (a[0] for a in _joint_transforms(model, q, slice(0, 1), (J.FREE,), 6))
         v0 = _mv(S0, qdb[0])
         pA0 = _crf(v0, _mv(I6[0], v0)) - fx[0]
     else:
-        v0 = zero6
+        v0 = jnp.zeros((6, C), dt)
     _, (c, pA) = forward_sweep(_pass1, tree, v0, (idx, E1, r1, S1, qdb[o:, :k], I6[o:], fx[o:]))
     IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6, C))
     (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2, tree, (IA0, pA),
@@ -273,6 +268,7 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
         f_ext = jnp.asarray(f_ext, dt)
         fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
     a0 = gravity_acceleration(model, gravity).astype(dt)
+    consts = _body_constants(model, dt)
     C = min(chunk, -(-B // ndev))
     rows = -(-B // (C * ndev)) * C * ndev          # padded to whole chunks on every device
     if rows > B:
@@ -283,7 +279,7 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
     def local(q, qd, tau, fx):                      # the rows of one device, chunk by chunk
         n = q.shape[0] // C
         xs = tuple(a.reshape((n, C) + a.shape[1:]) for a in (q, qd, tau, fx))
-        out = lax.map(lambda x: _aba_chunk(model, *x, a0, free, k, types), xs)
+        out = lax.map(lambda x: _aba_chunk(model, *x, a0, consts, free, k, types), xs)
         return out.reshape(n * C, -1)
 
     if ndev > 1:
