@@ -74,8 +74,24 @@ def pd_inverse(D):
     return jnp.where(ok, Li.T @ Li, jnp.nan)
 
 
+def dof_owner(model: Model):
+    """The inverse of ``vidx``: for every dof its body and slot, (nv,) int32 each.  Dofs that
+    no body owns (``stack`` padding) get body ``nb`` and slot 0, so gathers from per-body
+    arrays extended by one zero body read zeros for them."""
+    nb, k = model.nb, model.k
+    flat = jnp.full(model.nv + 1, nb * k, jnp.int32).at[model.vidx.reshape(-1)].set(
+        jnp.arange(nb * k, dtype=jnp.int32))[:-1]
+    return flat // k, flat % k
+
+
+def with_zero_body(x):
+    """Per-body array (nb, ...) -> (nb + 1, ...) with a zero last row (see :func:`dof_owner`)."""
+    return jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])
+
+
 def dof_blocks(model: Model, blocks):
-    """Per-joint (nb, k, k) blocks -> block-diagonal (nv, nv) matrix (padded dofs get 1)."""
-    n1 = model.nv + 1
-    out = jnp.zeros((n1, n1), blocks.dtype).at[model.vidx[:, :, None], model.vidx[:, None, :]].add(blocks)
-    return out[:-1, :-1] + jnp.diag(model.v_pad)
+    """Per-joint (nb, k, k) blocks -> block-diagonal (nv, nv) matrix (padded dofs get 1).
+    A gather through :func:`dof_owner` (no scatter)."""
+    body, col = dof_owner(model)
+    same = (body[:, None] == body[None, :]).astype(blocks.dtype)
+    return with_zero_body(blocks)[body[:, None], col[:, None], col[None, :]] * same + jnp.diag(model.v_pad)

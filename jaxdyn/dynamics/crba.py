@@ -14,7 +14,7 @@ from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep
-from .common import body_inertias, dof_mask
+from .common import body_inertias, dof_mask, dof_owner, with_zero_body
 
 
 def _crba_step(IC, x):
@@ -40,15 +40,11 @@ def crba(model: Model, q):
     IC0, _ = composite_inertias_world(model, X0)
     S0 = motion_subspaces_world(model, X0, S) * dof_mask(model)[:, None, :]
     F0 = jax.vmap(lambda I, Si: jax.vmap(lambda c: sp.inertia.apply(I, c), 1, 1)(Si))(IC0, S0)
-    # per dof: its column of F0 and S0, and its body (a gather through the inverse of vidx;
+    # per dof: its column of F0 and S0 and its body (a gather through the inverse of vidx;
     # dofs that no body owns -- stack() padding -- read a zero column and the world's row)
-    nb, k = model.nb, model.k
-    slot = jnp.full(model.nv + 1, nb * k, jnp.int32).at[model.vidx.reshape(-1)].set(
-        jnp.arange(nb * k, dtype=jnp.int32))[:-1]                       # (nv,) dof -> body slot
-    cols = lambda X: jnp.concatenate([jnp.swapaxes(X, 1, 2).reshape(nb * k, 6),
-                                      jnp.zeros((1, 6), X.dtype)])[slot]
-    Fd, Sd = cols(F0), cols(S0)                                          # (nv, 6)
-    body = jnp.concatenate([jnp.repeat(jnp.arange(nb, dtype=jnp.int32), k), jnp.full(1, nb, jnp.int32)])[slot]
+    nb = model.nb
+    body, col = dof_owner(model)
+    Fd, Sd = (with_zero_body(X)[body, :, col] for X in (F0, S0))          # (nv, 6)
     anc = ancestors(model)                                               # anc[i, j]: j is i or its ancestor
     anc = jnp.concatenate([anc, jnp.zeros((nb + 1, 1), anc.dtype)], 1)[body[:, None], body[None, :]]
     same = (body[:, None] == body[None, :]).astype(anc.dtype) * (body < nb)[:, None]
