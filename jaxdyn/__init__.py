@@ -4,9 +4,11 @@ Spatial vectors inside algorithms are angular-first (Featherstone); public frame
 (Jacobians, frame velocities, external forces) use Pinocchio's [linear; angular] order.
 """
 from . import spatial, errors, robots
-from .errors import JaxdynError, ModelError, URDFError, DHError, ShapeError, ConfigError
+from .errors import (JaxdynError, ModelError, URDFError, DHError, ShapeError, ConfigError,
+                     ArgumentError, SimulationError)
 from .model import (Model, build_model, stack, pad, pad_state, neutral, random_configuration,
-                    integrate, difference, normalize)
+                    integrate, difference, normalize, validate, parameters, with_parameters,
+                    log_cholesky_parameters, with_log_cholesky_parameters)
 from .io import from_dh, load_urdf
 from .kinematics import (forward_kinematics, frame_pose, frame_poses, frame_jacobian, frame_velocity,
                          frame_acceleration, frame_classical_acceleration, jdot_qdot, point_velocity,
@@ -19,7 +21,7 @@ from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, aba_batch,
                        virtual_work, opspace_inverse_inertia, opspace_inertia)
 
 from . import integrators
-from .integrators import rollout, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque
+from .integrators import rollout, first_nonfinite, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque
 from .model.configuration import integrate  # the function; steppers live in jaxdyn.integrators
 
 __version__ = "0.1.0"

@@ -1,4 +1,8 @@
-"""Command line: ``jaxdyn simulate [CONFIG] [--out DIR] [--batch N] [--robot urdf:PATH]``."""
+"""Command line: ``jaxdyn simulate [CONFIG] [--out DIR] [--batch N] [--robot urdf:PATH]``.
+
+Exit codes: 0 success; 2 bad input (config, robot file, arguments: one line naming the
+problem, no traceback); 3 the simulation became non-finite (names the time and quantity).
+"""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +23,16 @@ def _robot(name):
     return builders[name]()
 
 
+def _positive_int(s):
+    try:
+        n = int(s)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {s!r}")
+    return n
+
+
 def _progress(i, n, t0, width=30):
     frac = i / n
     bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
@@ -35,11 +49,14 @@ def simulate(args):
     import numpy as np
 
     import jaxdyn
-    from .config import load_config
-    from .errors import ConfigError
+    from .config import load_config, sim_steps
+    from .errors import ConfigError, SimulationError
     from .output import write_outputs
 
     cfg = load_config(args.config)
+    out = args.out or os.path.join("jaxdyn-out", cfg["name"])
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"--out {out!r} exists and is not a directory")
     if args.robot:
         cfg["robot"]["name"] = args.robot
         cfg["name"] = cfg["name"] + "_" + os.path.splitext(os.path.basename(args.robot))[0]
@@ -59,7 +76,7 @@ def simulate(args):
         print("warning: initial.q0 had non-unit quaternions; normalized", file=sys.stderr)
         q0 = qn
     T, dt = sim["T"], sim["dt"]
-    steps = int(round(T / dt))
+    steps = sim_steps(cfg)
     traj_fn = None
     if ctl["type"] == "zero":
         ctrl = jaxdyn.zero_torque(model)
@@ -93,6 +110,12 @@ def simulate(args):
     _progress(0, n_chunks, t_wall)
     for c in range(n_chunks):
         tr = step_fn(q, qd, c * per * dt)
+        if not bool(np.all(tr.ok)):
+            k, t_bad, what = jaxdyn.first_nonfinite(model, tr)
+            sys.stderr.write("\n")
+            raise SimulationError(f"{cfg['name']}: the state became non-finite at t = {t_bad:.6g} s "
+                                  f"(sample {c * per + k}): {what}; the dynamics are singular there "
+                                  "(e.g. a massless body on a joint) or the integration diverged")
         q, qd = tr.q[:, -1], tr.qd[:, -1]
         parts.append(tr if c == 0 else jax.tree_util.tree_map(lambda x: x[:, 1:] if x.ndim > 1 else x, tr))
         acc += int(np.sum(tr.accepted)); rej += int(np.sum(tr.rejected))
@@ -102,7 +125,6 @@ def simulate(args):
     Qs = np.concatenate([np.asarray(p.q) for p in parts], 1)
     Vs = np.concatenate([np.asarray(p.qd) for p in parts], 1)
     Ts = np.concatenate([np.asarray(p.tau) for p in parts], 1)
-    out = args.out or os.path.join("jaxdyn-out", cfg["name"])
     summary = write_outputs(out, model, cfg, t, Qs, Vs, Ts, traj_fn, acc, rej, wall)
     print(summary)
     return 0
@@ -115,14 +137,17 @@ def main(argv=None):
     s.add_argument("config", nargs="?", default=None,
                    help="TOML file or built-in name (puma_freefall, puma_forced, stanford_*, planar3_*)")
     s.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
-    s.add_argument("--batch", type=int, default=1, help="simulate N perturbed copies at once (vmap)")
+    s.add_argument("--batch", type=_positive_int, default=1, help="simulate N perturbed copies at once (vmap)")
     s.add_argument("--robot", default=None, help="urdf:PATH to simulate any URDF (zero torque, neutral start)")
     args = p.parse_args(argv)
-    from .errors import JaxdynError
+    from .errors import JaxdynError, SimulationError
     try:
         if args.cmd == "simulate":
             return simulate(args)
-    except JaxdynError as e:
+    except SimulationError as e:    # the run failed numerically: exit 3
+        print(f"jaxdyn: error: {e}", file=sys.stderr)
+        return 3
+    except JaxdynError as e:        # bad input: exit 2, one line
         print(f"jaxdyn: error: {e}", file=sys.stderr)
         return 2
     return 1

@@ -19,6 +19,15 @@ DEFAULTS = {
     "control": {"type": "zero"},
 }
 DEFAULT_CONFIG = "puma_freefall"
+MAX_STEPS = 10_000_000
+"""Largest number of samples T / dt a config may ask for (int32 scan indices; ~1 GB of output
+for a 6-dof robot)."""
+
+
+def sim_steps(cfg) -> int:
+    """Number of samples round(T / dt) of a validated config."""
+    s = cfg["simulation"]
+    return int(round(s["T"] / s["dt"]))
 
 
 def builtin_configs():
@@ -29,6 +38,8 @@ def load_config(path=None) -> dict:
     """Read a TOML config (path, or the name of a built-in one), validate, fill defaults."""
     if path is None:
         path = DEFAULT_CONFIG
+    if os.path.isdir(path):
+        raise ConfigError(f"config {path!r} is a directory, not a TOML file")
     if not os.path.exists(path):
         name = os.path.basename(path)[:-5] if path.endswith(".toml") else path
         if name in builtin_configs():
@@ -40,6 +51,8 @@ def load_config(path=None) -> dict:
             raw = tomllib.load(fh)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot be read: {e}") from None
     return validate(raw, os.path.splitext(os.path.basename(path))[0])
 
 
@@ -79,6 +92,15 @@ def validate(raw: dict, name: str) -> dict:
         raise ConfigError(f"{name}: simulation.dt must be > 0, got {s['dt']}")
     if s["T"] <= 0:
         raise ConfigError(f"{name}: simulation.T must be > 0, got {s['T']}")
+    ratio = s["T"] / s["dt"]
+    if ratio < 0.5:
+        raise ConfigError(f"{name}: simulation.T = {s['T']} is shorter than one step simulation.dt = {s['dt']}")
+    if ratio > MAX_STEPS:
+        raise ConfigError(f"{name}: simulation.T / simulation.dt = {ratio:.3g} samples; at most {MAX_STEPS} "
+                          "are allowed (lengthen dt or shorten T)")
+    from .dynamics.forward import methods
+    if s["method"] not in methods():
+        raise ConfigError(f"{name}: simulation.method must be one of {list(methods())}, got {s['method']!r}")
     if s["integrator"] not in ("euler", "rk4", "rkf45", "abm"):
         raise ConfigError(f"{name}: simulation.integrator must be euler|rk4|rkf45|abm, got {s['integrator']!r}")
     if cfg["control"]["type"] not in ("zero", "feedforward", "computed_torque"):

@@ -23,3 +23,11 @@ class ShapeError(JaxdynError):
 
 class ConfigError(JaxdynError):
     """A malformed simulation config (names the key)."""
+
+
+class ArgumentError(JaxdynError):
+    """A runtime argument of the wrong value or type (names the argument)."""
+
+
+class SimulationError(JaxdynError):
+    """A simulation whose state became non-finite (names the time and the quantity)."""

@@ -98,6 +98,28 @@ def test_urdf_triangle_violation_warns_not_raises(tmp_path):
     bad = GOOD.replace('ixx="0.1"', 'ixx="0.001"').replace('iyy="0.1"', 'iyy="0.001"')
     with pytest.warns(UserWarning, match=r"link 'l1'/inertial/inertia.*triangle"):
         assert jaxdyn.load_urdf(write(tmp_path, bad)).nb == 1
-    neg = GOOD.replace('ixx="0.1"', 'ixx="-0.1"')
-    with pytest.raises(URDFError, match=r"link 'l1'/inertial/inertia.*positive"):
-        jaxdyn.load_urdf(write(tmp_path, neg))
+
+
+
+def test_urdf_inertia_policy(tmp_path):
+    """A non-physical link inertia: "warn" (default, loads as Pinocchio does) keeps it,
+    "raise" raises naming file and link, "repair" gives the nearest valid inertia."""
+    neg = write(tmp_path, GOOD.replace('ixx="0.1"', 'ixx="-0.1"'))
+    with pytest.warns(UserWarning, match=r"link 'l1'/inertial/inertia.*positive.*kept as given"):
+        m = jaxdyn.load_urdf(neg)
+    assert float(m.inertia[0, 0, 0]) == -0.1
+    with pytest.raises(URDFError, match=r"r\.urdf: link 'l1'/inertial/inertia.*positive"):
+        jaxdyn.load_urdf(neg, inertia="raise")
+    with pytest.warns(UserWarning, match=r"repaired"):
+        m = jaxdyn.load_urdf(neg, inertia="repair")
+    lam = np.linalg.eigvalsh(np.asarray(m.inertia[0]))
+    assert lam.min() >= 0 and lam[0] + lam[1] >= lam[2] - 1e-15
+    np.testing.assert_allclose(lam, [0.0, 0.1, 0.1], atol=1e-15)   # nearest: -0.1 clipped to 0
+    assert jaxdyn.validate(m) == []
+    # round-off (icub.urdf: one entry 1.4e-20) is not an error at all
+    tiny = write(tmp_path, GOOD.replace('ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"',
+                                        'ixx="0" ixy="0" ixz="1.4e-20" iyy="0" iyz="0" izz="0"'), "tiny.urdf")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert jaxdyn.load_urdf(tiny, inertia="raise").nb == 1

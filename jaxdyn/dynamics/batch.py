@@ -39,12 +39,13 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..model.model import Model
 from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
-from .common import body_inertia_matrices, dof_mask, gravity_acceleration, per_body, pd_inverse
+from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, per_body,
+                     pd_inverse)
 
 # ---------------------------------------------------------------- batch-last algebra (C minor)
 
@@ -307,6 +308,9 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, dev
       rounding.  No damping is applied (as :func:`jaxdyn.aba`).  Jit-able and differentiable
       (it is plain lax.scan/lax.cond); for a model of different robots use ``vmap(aba)``.
     """
+    for nm, a in (("q", q), ("qd", qd), ("tau", tau)):
+        if a is None or isinstance(a, (list, tuple)):
+            raise ShapeError(f"aba_batch: {nm} must be an array, got {type(a).__name__}")
     B = jnp.shape(q)[0] if jnp.ndim(q) == 2 else None
     for nm, a, shape in (("q", q, (B, model.nq)), ("qd", qd, (B, model.nv)), ("tau", tau, (B, model.nv)),
                          ("f_ext", f_ext, (B, model.nb, 6))):
@@ -316,15 +320,18 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, dev
                              f"(B = q.shape[0]), got {jnp.shape(a)}")
     if B == 0:
         raise ShapeError("aba_batch: empty batch (B = 0)")
-    dt = jnp.result_type(q, qd, tau)
-    if not jnp.issubdtype(dt, jnp.floating):
-        raise ShapeError(f"aba_batch: q, qd, tau must be floating-point, got {dt}")
+    for nm, a in (("q", q), ("qd", qd), ("tau", tau)):
+        if not jnp.issubdtype(jnp.result_type(a), jnp.floating):
+            raise ShapeError(f"aba_batch: {nm} must be a floating-point array, got dtype {jnp.result_type(a)}")
+    check_gravity(model, gravity)
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
     free, k, types = _layout(model)
     cpu = jax.default_backend() == "cpu"
     big = B * model.nb >= 20000
     ndev = int(devices) if devices is not None else (jax.device_count() if cpu and big else 1)
     if not 1 <= ndev <= jax.device_count():
-        raise ValueError(f"aba_batch: devices={devices} but {jax.device_count()} device(s) are available")
+        raise ArgumentError(f"aba_batch: devices={devices} but {jax.device_count()} device(s) are available")
     return _compiled(model, q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
 
 

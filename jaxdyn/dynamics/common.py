@@ -20,8 +20,16 @@ def body_inertia_matrices(model: Model):
     return jax.vmap(sp.inertia.to_matrix)(body_inertias(model))
 
 
+def check_gravity(model: Model, gravity=None):
+    """Raise ShapeError unless ``gravity`` is None or has shape (3,)."""
+    if gravity is not None and jnp.shape(gravity) != (3,):
+        raise ShapeError(f"gravity must have shape (3,) (world frame, m/s^2) for model {model.name!r}, "
+                         f"got {jnp.shape(gravity)}")
+
+
 def gravity_acceleration(model: Model, gravity=None):
     """Fictitious base acceleration a0 = -[0; g] (angular-first), which adds gravity."""
+    check_gravity(model, gravity)
     g = model.gravity if gravity is None else jnp.asarray(gravity, model.gravity.dtype)
     return jnp.concatenate([jnp.zeros(3, g.dtype), -g])
 

@@ -169,7 +169,8 @@ def _denoc_blocks(model: Model, q):
     B = jax.vmap(lambda ci: jax.vmap(lambda cj: _Bmat(cj - ci))(c))(c) * anc[:, :, None, None]
     P = jnp.zeros((nb, 6, nv + 1), dt).at[jnp.arange(nb)[:, None], :, model.vidx].add(
         jnp.swapaxes(p, 1, 2))[..., :-1]
-    Ib = R @ model.inertia @ jnp.swapaxes(R, -1, -2)
+    Ic = 0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2))   # symmetric part, as mcI
+    Ib = R @ Ic @ jnp.swapaxes(R, -1, -2)
     Z = jnp.zeros((nb, 3, 3), dt)
     Mi = jnp.concatenate([jnp.concatenate([Ib, Z], 2),
                           jnp.concatenate([Z, model.mass[:, None, None] * jnp.eye(3, dtype=dt)[None]], 2)], 1)

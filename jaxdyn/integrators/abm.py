@@ -1,37 +1,78 @@
-"""Adams-Bashforth-Moulton 4th-order predictor-corrector (PECE), RK4 start-up.
+"""Adams-Bashforth-Moulton 4th-order predictor-corrector (PECE) for q'' = a(t, q, qd), RK4
+start-up.
 
-State history holds the last four derivatives f = (qd, qdd) at t_{n-3..n}.  Predictor
-(AB4): y* = y_n + dt/24 (55 f_n - 59 f_{n-1} + 37 f_{n-2} - 9 f_{n-3}); corrector (AM4):
-y_{n+1} = y_n + dt/24 (9 f* + 19 f_n - 5 f_{n-1} + f_{n-2}).  Configuration increments go
-through ``integrate``.  The first three steps are RK4 (``abm_init``).
+The history holds the last four accelerations a at t_{n-3..n}; P is the cubic through them
+(predictor, AB4) or through (a*, a_n, a_{n-1}, a_{n-2}) (corrector, AM4).  The system is
+integrated in its second-order (Adams-Nystrom) form: with s = (t - t_n) / dt,
+
+    qd_{n+1} = qd_n + dt int_0^1 P(s) ds,
+    q_{n+1}  = q_n (+) (dt qd_n + dt^2 int_0^1 (1 - s) P(s) ds),
+
+so positions are integrated from the step's own initial velocity plus the interpolated
+acceleration, never from interpolated past velocities.  The weights are the exact integrals
+of the Lagrange basis (AB: (55, -59, 37, -9) / 24 and (323, -264, 159, -38) / 360; AM: (9, 19,
+-5, 1) / 24 and (38, 171, -36, 7) / 360); the method is exact for piecewise-constant
+acceleration.  Configuration increments go through ``integrate`` (quaternions stay unit).
+
+Zero-order hold: a multistep formula extrapolates the acceleration history, which is only
+valid for the ODE that is integrated *now*.  When the torque of step n is held over
+[t_n, t_{n+1}) (a torque array in :func:`jaxdyn.rollout`), the history accelerations are
+re-evaluated at the past states with step n's torque (:func:`history_at`), so no evaluation
+of step n sees another step's torque.  That costs four more (vmapped) evaluations per step.
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..model.configuration import integrate
 from .rk4 import rk4
 
+_AB_V = np.array([-9.0, 37.0, -59.0, 55.0]) / 24        # oldest first: a_{n-3} .. a_n
+_AB_Q = np.array([-38.0, 159.0, -264.0, 323.0]) / 360
+_AM_V = np.array([1.0, -5.0, 19.0, 9.0]) / 24           # a_{n-2}, a_{n-1}, a_n, a*
+_AM_Q = np.array([7.0, -36.0, 171.0, 38.0]) / 360
 
-def abm_init(model, dyn, t, q, qd, dt):
-    """Three RK4 steps; returns the states [(q, qd)] at t + dt, t + 2 dt, t + 3 dt and the
-    derivative history (4, 2, nv) at t .. t + 3 dt."""
-    hist = [jnp.stack([qd, dyn(t, q, qd)])]
-    states = []
+
+def abm_init(model, dyn_for, t, q, qd, dt):
+    """Three RK4 steps, step i with dynamics ``dyn_for(i)``.
+
+    Returns the states [(q, qd)] at t + dt, t + 2 dt, t + 3 dt, the acceleration history
+    (4, nv) at t .. t + 3 dt (the one at t + i dt under ``dyn_for(i)``) and the state history
+    (qs (4, nq), vs (4, nv)) at t .. t + 3 dt.
+    """
+    hist = [dyn_for(0)(t, q, qd)]
+    states, qs, vs = [], [q], [qd]
     for i in range(3):
-        q, qd = rk4(model, dyn, t + i * dt, q, qd, dt)
+        q, qd = rk4(model, dyn_for(i), t + i * dt, q, qd, dt)
         states.append((q, qd))
-        hist.append(jnp.stack([qd, dyn(t + (i + 1) * dt, q, qd)]))
-    return states, jnp.stack(hist)
+        qs.append(q); vs.append(qd)
+        hist.append(dyn_for(i + 1)(t + (i + 1) * dt, q, qd))
+    return states, jnp.stack(hist), (jnp.stack(qs), jnp.stack(vs))
+
+
+def history_at(dyn, t, dt, qs, vs):
+    """Acceleration history (4, nv) of the states qs (4, nq), vs (4, nv) at t - 3 dt .. t,
+    all under one dynamics ``dyn`` (the held torque of the current step)."""
+    ts = t + dt * jnp.arange(-3, 1, dtype=vs.dtype)
+    return jax.vmap(dyn)(ts, qs, vs)
+
+
+def _advance(model, q, qd, dt, wv, wq, a):
+    """q (+) (dt qd + dt^2 wq.a),  qd + dt wv.a  for weights (4,) and accelerations a (4, nv)."""
+    wv, wq = jnp.asarray(wv, a.dtype), jnp.asarray(wq, a.dtype)   # float64 constants
+    return integrate(model, q, qd + dt * (wq @ a), dt), qd + dt * (wv @ a)
 
 
 def abm4(model, dyn, t, q, qd, dt, hist):
-    """One PECE step; hist (4, 2, nv) oldest first.  Returns (q, qd, hist)."""
-    f3, f2, f1, f0 = hist[0], hist[1], hist[2], hist[3]
-    p = (55 * f0 - 59 * f1 + 37 * f2 - 9 * f3) / 24
-    qp, vp = integrate(model, q, p[0], dt), qd + dt * p[1]
-    fp = jnp.stack([vp, dyn(t + dt, qp, vp)])
-    c = (9 * fp + 19 * f0 - 5 * f1 + f2) / 24
-    qn, vn = integrate(model, q, c[0], dt), qd + dt * c[1]
-    fn = jnp.stack([vn, dyn(t + dt, qn, vn)])
-    return qn, vn, jnp.concatenate([hist[1:], fn[None]], 0)
+    """One PECE step from (t, q (nq,), qd (nv,)); hist (4, nv) accelerations, oldest first.
+
+    Returns (q, qd, hist) at t + dt with the history shifted by one.
+    """
+    qp, vp = _advance(model, q, qd, dt, _AB_V, _AB_Q, hist)
+    ap = dyn(t + dt, qp, vp)
+    corr = jnp.concatenate([hist[1:], ap[None]], 0)
+    qn, vn = _advance(model, q, qd, dt, _AM_V, _AM_Q, corr)
+    an = dyn(t + dt, qn, vn)
+    return qn, vn, jnp.concatenate([hist[1:], an[None]], 0)

@@ -1,4 +1,4 @@
-"""Runge-Kutta-Fehlberg 4(5) with embedded error control (Saha's integrator, seed 000 Sec. 3).
+"""Runge-Kutta-Fehlberg 4(5) with embedded error control (Saha 2003, Sec. 3).
 
 Decision: the adaptive solver is our own (not diffrax), ~80 lines on ``lax.while_loop``, so
 jaxdyn keeps its dependency list short and integrates q on the joint manifolds itself.
@@ -10,6 +10,12 @@ needs: error = RMS of |y5 - y4| / scale, scale = atol + rtol (positions, which a
 atol + rtol max(|qd|, |qd_new|) (velocities); a step is
 accepted when error <= 1; h <- h clip(0.9 err^-1/5, 0.2, 5), bounded by [h_min, dt].
 The 5th-order solution is propagated (local extrapolation).
+
+Failure is never silent: a non-finite error estimate or state (e.g. dynamics that return NaN
+for a massless leaf body) ends the interval at once with a NaN state and sets
+``RKFStats.failed``; later intervals then do no work.  An interval that runs out of
+``max_steps`` before reaching t + dt also sets ``failed`` and returns NaN (a state at the wrong
+time would be a silently wrong answer).
 """
 from __future__ import annotations
 
@@ -38,10 +44,20 @@ class RKFStats(NamedTuple):
     h: jnp.ndarray         # step size to try next
     accepted: jnp.ndarray  # accepted internal steps (cumulative)
     rejected: jnp.ndarray  # rejected internal steps (cumulative)
+    failed: jnp.ndarray    # () bool: a non-finite state / error estimate, or max_steps exhausted
+
+
+def rkf45_stats(dt, dtype):
+    """Initial :class:`RKFStats` for intervals of length dt (first trial step dt / 4)."""
+    return RKFStats(jnp.asarray(dt / 4, dtype), jnp.int32(0), jnp.int32(0), jnp.asarray(False))
 
 
 def rkf45_step(model, dyn, t, q, qd, h):
-    """One Fehlberg step: returns (q5, qd5, err_q, err_v) with the embedded error estimate."""
+    """One Fehlberg step of size h from (t, q (nq,), qd (nv,)).
+
+    Returns (q5 (nq,), qd5 (nv,), err_q (nv,), err_v (nv,)): the 5th-order state and the
+    embedded error estimate (tangent-space for q).
+    """
     kv, ka = [], []
     for i in range(6):
         dq = sum((a * kv[j] for j, a in enumerate(_A[i])), jnp.zeros_like(qd))
@@ -56,14 +72,22 @@ def rkf45_step(model, dyn, t, q, qd, h):
     return integrate(model, q, dq5, h), qd + h * dv5, eq, ev
 
 
+def _finite(*xs):
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in xs]))
+
+
 def rkf45_interval(model, dyn, t, q, qd, dt, stats: RKFStats, rtol=1e-6, atol=1e-9, h_min=1e-10,
                    max_steps=10000):
-    """Advance (q, qd) from t to t + dt adaptively.  Returns (q, qd, stats)."""
+    """Advance (q, qd) from t to t + dt adaptively.  Returns (q, qd, stats).
+
+    ``dyn(t, q, qd) -> qdd``.  See the module docstring for the failure semantics.
+    """
     t_end = t + dt
+    eps_t = 1e-14 * jnp.maximum(1.0, jnp.abs(t_end))
 
     def cond(s):
         tt, _, _, st, n = s
-        return (tt < t_end - 1e-14 * jnp.maximum(1.0, jnp.abs(t_end))) & (n < max_steps)
+        return (tt < t_end - eps_t) & (n < max_steps) & ~st.failed
 
     def body(s):
         tt, q, qd, st, n = s
@@ -72,13 +96,20 @@ def rkf45_interval(model, dyn, t, q, qd, dt, stats: RKFStats, rtol=1e-6, atol=1e
         sq = atol + rtol * jnp.ones_like(eq)          # positions (rad, m) are O(1)
         sv = atol + rtol * jnp.maximum(jnp.abs(qd), jnp.abs(v5))
         err = jnp.sqrt(jnp.mean(jnp.concatenate([(eq / sq) ** 2, (ev / sv) ** 2])))
-        ok = (err <= 1.0) | (h <= h_min)
+        bad = ~(jnp.isfinite(err) & _finite(q5, v5))
+        ok = (err <= 1.0) | (h <= h_min) | bad        # a bad step is "accepted" to stop here
         fac = jnp.clip(0.9 * jnp.where(err > 0, err, 1e-10) ** -0.2, 0.2, 5.0)
         h_next = jnp.clip(h * fac, h_min, dt)
         # keep the trial size when the step was shortened only to hit t_end
         h_next = jnp.where(ok & (h < st.h), jnp.maximum(h_next, st.h), h_next)
-        st = RKFStats(h_next, st.accepted + ok, st.rejected + (1 - ok))
+        h_next = jnp.where(bad, st.h, h_next)
+        st = RKFStats(h_next, st.accepted + (ok & ~bad), st.rejected + (1 - ok), st.failed | bad)
+        nan = jnp.asarray(jnp.nan, qd.dtype)
+        q5, v5 = jnp.where(bad, nan, q5), jnp.where(bad, nan, v5)   # never a finite garbage state
         return (jnp.where(ok, tt + h, tt), jnp.where(ok, q5, q), jnp.where(ok, v5, qd), st, n + 1)
 
-    _, q, qd, stats, _ = lax.while_loop(cond, body, (t, q, qd, stats, jnp.int32(0)))
-    return q, qd, stats
+    tt, q, qd, stats, _ = lax.while_loop(cond, body, (t, q, qd, stats, jnp.int32(0)))
+    short = (tt < t_end - eps_t) & ~stats.failed      # max_steps exhausted
+    nan = jnp.asarray(jnp.nan, qd.dtype)
+    q, qd = jnp.where(short, nan, q), jnp.where(short, nan, qd)
+    return q, qd, stats._replace(failed=stats.failed | short)

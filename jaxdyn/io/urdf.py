@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import ModelError, URDFError
 from ..model import joints as J
-from ..model.model import _check_inertia, build_model
+from ..model.model import build_model
+from ..model.validate import check_inertia
 
 
 def rpy_to_R(rpy):
@@ -30,8 +31,9 @@ def rpy_to_R(rpy):
 
 
 class _Ctx:
-    def __init__(self, path):
+    def __init__(self, path, inertia="warn"):
         self.path = path
+        self.inertia = inertia
 
     def err(self, where, msg):
         return URDFError(f"{self.path}: {where}: {msg}")
@@ -75,9 +77,9 @@ def _inertial(ctx, link):
     if m < 0:
         raise ctx.err(where + "/inertial/mass", f"negative mass {m}")
     try:
-        _check_inertia(I, m, f"{ctx.path}: {where}/inertial/inertia", triangle="warn")
+        I = check_inertia(I, m, f"{ctx.path}: {where}/inertial/inertia", ctx.inertia, triangle="warn")
     except ModelError as e:
-        raise URDFError(f"{ctx.path}: {e}") from None
+        raise URDFError(str(e)) from None
     return m, c, R @ I @ R.T
 
 
@@ -95,15 +97,16 @@ def _combine(m1, c1, I1, m2, c2, I2):
     return m, c, shift(m1, c1, I1) + shift(m2, c2, I2)
 
 
-def parse_urdf(path_or_string, floating_base=False):
-    """Parse URDF text or file into the arguments of :func:`build_model`."""
+def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
+    """Parse URDF text or file into the arguments of :func:`build_model` (``inertia``: the policy
+    for non-physical link inertias, see :func:`load_urdf`)."""
     if os.path.exists(str(path_or_string)) if len(str(path_or_string)) < 4096 else False:
         path = str(path_or_string)
         with open(path, "rb") as fh:
             text = fh.read()
     else:
         path, text = "<string>", path_or_string
-    ctx = _Ctx(path)
+    ctx = _Ctx(path, inertia)
     try:
         root = ET.fromstring(text)
     except ET.ParseError as e:
@@ -249,17 +252,22 @@ def parse_urdf(path_or_string, floating_base=False):
         frames=frames, name=name)
 
 
-def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81)):
+def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), inertia="warn"):
     """Load a URDF file (or XML string) into a :class:`~jaxdyn.Model`.
+
+    ``inertia``: what a link whose inertia is not physical does (not positive semidefinite
+    beyond round-off, or violating the triangle inequality): ``"warn"`` (default) keeps it as
+    given, as Pinocchio does, and warns; ``"raise"`` raises URDFError; ``"repair"`` replaces it
+    by the nearest valid inertia and warns with the change (:mod:`jaxdyn.model.validate`).
 
     Raises :class:`~jaxdyn.errors.URDFError` naming the file and element for malformed input.
     """
     if isinstance(path, (str, os.PathLike)) and not str(path).lstrip().startswith("<") \
             and not os.path.exists(str(path)):
         raise URDFError(f"{path}: no such file")
-    args = parse_urdf(path, floating_base)
-    try:
-        return build_model(gravity=gravity, triangle="warn", **args)
+    args = parse_urdf(path, floating_base, inertia)
+    try:   # link inertias were checked one by one (named by link): no second, per-body check
+        return build_model(gravity=gravity, triangle="warn", inertia_policy="skip", **args)
     except URDFError:
         raise
     except Exception as e:  # ModelError from validation: prefix the file

@@ -4,3 +4,6 @@ from .joints import (FIXED, REVOLUTE, REVOLUTE_UB, PRISMATIC, HELICAL, SPHERICAL
                      JOINT_NAMES, jcalc)
 from .configuration import integrate, difference, neutral, random_configuration, normalize
 from .stack import stack, pad, pad_state
+from .validate import validate, check_inertia, nearest_valid_inertia, INERTIA_POLICIES
+from .parameters import (parameters, with_parameters, log_cholesky_parameters,
+                         with_log_cholesky_parameters, PARAMETERS)

@@ -45,6 +45,7 @@ import numpy as np
 
 from ..errors import ModelError, ShapeError
 from . import joints as J
+from .validate import check_inertia
 
 _DATA = ("parent", "jtype", "qidx", "vidx", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com",
          "inertia", "armature", "damping", "v_pad", "q_lower", "q_upper", "frame_body", "frame_E",
@@ -108,33 +109,18 @@ class Model:
 jax.tree_util.register_dataclass(Model, data_fields=list(_DATA), meta_fields=list(_META))
 
 
-def _check_inertia(I, m, where, triangle="raise"):
-    I = np.asarray(I, float)
-    if I.shape != (3, 3) or not np.all(np.isfinite(I)):
-        raise ModelError(f"{where}: inertia must be a finite 3x3 matrix, got {I!r}")
-    if not np.allclose(I, I.T, atol=1e-9 * max(1.0, np.abs(I).max())):
-        raise ModelError(f"{where}: inertia is not symmetric: {I.tolist()}")
-    lam = np.linalg.eigvalsh(I)
-    scale = max(1e-12, np.abs(lam).max())
-    if lam[0] < -1e-9 * scale:
-        raise ModelError(f"{where}: inertia is not positive (semi)definite, principal moments {lam.tolist()}")
-    if lam[0] + lam[1] < lam[2] - 1e-9 * scale:
-        msg = f"{where}: principal moments {lam.tolist()} violate the triangle inequality I1 + I2 >= I3"
-        if triangle == "raise":
-            raise ModelError(msg)
-        import warnings
-        warnings.warn(msg + " (accepted: data from a file)", stacklevel=3)
-
-
 def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pitch=None,
                 armature=None, damping=None, q_lower=None, q_upper=None, gravity=(0.0, 0.0, -9.81),
-                body_names=None, joint_names=None, frames=None, name="model", triangle="raise") -> Model:
+                body_names=None, joint_names=None, frames=None, name="model", triangle="raise",
+                inertia_policy="raise") -> Model:
     """Validate numpy inputs and build a :class:`Model`.
 
     ``jtype`` entries are codes or names; ``frames`` is a list of (name, body, E, r).
     Raises :class:`ModelError` naming the offending body.  ``triangle="warn"`` downgrades a
     violated triangle inequality (I1 + I2 < I3, seen in real URDFs such as ANYmal C's camera
-    links) to a warning; negative moments always raise.
+    links) to a warning.  ``inertia_policy`` ("raise" | "warn" | "repair" | "skip") decides what a
+    non-physical inertia does (see :mod:`jaxdyn.model.validate`; "skip": already checked by
+    the caller, e.g. per URDF link).  An empty tree (nb = 0) is a valid model with nq = nv = 0.
     """
     parent = np.asarray(parent, int).reshape(-1)
     nb = len(parent)
@@ -184,7 +170,8 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
             axis[i] = (0.0, 0.0, 1.0)
         if mass[i] < 0:
             raise ModelError(f"{where}: negative mass {mass[i]}")
-        _check_inertia(inertia[i], mass[i], where, triangle)
+        if inertia_policy != "skip":
+            inertia[i] = check_inertia(inertia[i], mass[i], where, inertia_policy, triangle)
     nqs = [J.NQ[t] for t in jcodes]
     nvs = [J.NV[t] for t in jcodes]
     nq, nv = int(sum(nqs)), int(sum(nvs))
@@ -231,8 +218,9 @@ def check_state(model: Model, **arrays):
     Leading batch dimensions are not allowed (use ``jax.vmap``).
     """
     for nm, a in arrays.items():
-        if a is None:
-            continue
+        if a is None or isinstance(a, (list, tuple, str, dict)):
+            raise ShapeError(f"{nm} must be an array of shape ({model.nq if nm in ('q', 'q0') else model.nv},) "
+                             f"for model {model.name!r}, got {type(a).__name__}; pass jnp.asarray(...)")
         n = model.nq if nm in ("q", "q0") else model.nv
         shp = jnp.shape(a)
         if shp != (n,):

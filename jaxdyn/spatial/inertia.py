@@ -20,10 +20,22 @@ class Inertia(NamedTuple):
 
 
 def mcI(m, c, Ic) -> Inertia:
-    """Spatial inertia from mass m, COM c (3,) and rotational inertia Ic (3,3) about the COM."""
+    """Spatial inertia from mass m, COM c (3,) and rotational inertia Ic (3,3) about the COM.
+
+    Only the symmetric part of Ic is used, so gradients with respect to Ic are symmetric.
+    """
     c = jnp.asarray(c)
+    Ic = 0.5 * (Ic + jnp.swapaxes(Ic, -1, -2))
     cx = skew(c)
     return Inertia(jnp.asarray(m), m * c, Ic - m * (cx @ cx))
+
+
+def to_mcI(I: Inertia):
+    """Inverse of :func:`mcI`: (m, c (3,), Ic (3, 3) about the COM).  A massless body gets
+    c = 0 and Ic = Ibar."""
+    c = com(I)
+    cx = skew(c)
+    return I.m, c, I.Ibar + I.m * (cx @ cx)
 
 
 def to_matrix(I: Inertia):
@@ -104,3 +116,21 @@ def from_log_cholesky(theta) -> Inertia:
         jnp.stack([z, z, z, jnp.ones_like(alpha)]),
     ])
     return from_pseudo_inertia(U @ U.T)
+
+
+def to_log_cholesky(I: Inertia):
+    """Inverse of :func:`from_log_cholesky`: theta (10,) with from_log_cholesky(theta) == I.
+
+    Needs a positive-definite pseudo-inertia (positive mass, a body with volume); J = U U^T is
+    factored as U = P chol(P J P) P with P the exchange matrix (an upper-triangular Cholesky).
+    NaN for a body that is not physically consistent.
+    """
+    J = pseudo_inertia(I)
+    P = jnp.eye(4, dtype=J.dtype)[::-1]
+    L = jnp.linalg.cholesky(P @ J @ P)
+    U = P @ L @ P
+    e = U[3, 3]
+    alpha = jnp.log(e)
+    V = U / e
+    return jnp.stack([alpha, jnp.log(V[0, 0]), jnp.log(V[1, 1]), jnp.log(V[2, 2]), V[0, 1], V[1, 2],
+                      V[0, 2], V[0, 3], V[1, 3], V[2, 3]])
