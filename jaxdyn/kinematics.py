@@ -52,6 +52,20 @@ def world_transforms(model: Model, Xup):
     return X0
 
 
+def root_transforms(model: Model, Xup):
+    """body -> its tree's root body frame Transforms, leading axis nb + 1 (slot nb: identity).
+
+    As :func:`world_transforms` with every root joint (parent = -1) taken as the identity:
+    each subtree is expressed in its root body's frame, so no quantity depends on where the
+    robot is in the world (a floating base 1000 km from the origin loses no digits).
+    """
+    dt = Xup.r.dtype
+    root = model.parent < 0
+    I = sp.identity(dt)
+    Xl = sp.Transform(jnp.where(root[:, None, None], I.E, Xup.E), jnp.where(root[:, None], I.r, Xup.r))
+    return world_transforms(model, Xl)
+
+
 @jax.jit
 def forward_kinematics(model: Model, q):
     """World placements of all bodies: R (nb, 3, 3) body->world rotations, p (nb, 3) origins."""

@@ -123,3 +123,217 @@ def test_urdf_inertia_policy(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert jaxdyn.load_urdf(tiny, inertia="raise").nb == 1
+
+
+# ---- runtime arguments -----------------------------------------------------------------------
+
+def test_runtime_argument_catalogue():
+    """Each bad runtime argument raises its named jaxdyn exception, never a generic error."""
+    import jax
+    from jaxdyn.errors import ArgumentError
+    m = jaxdyn.robots.puma560()
+    z = np.zeros(6)
+    cases = [
+        (lambda: jaxdyn.aba(m, None, z, z), ShapeError, r"q must be an array.*got NoneType"),
+        (lambda: jaxdyn.rnea(m, z, z, None), ShapeError, r"qdd must be an array"),
+        (lambda: jax.jit(jaxdyn.aba)(m, [0.0] * 6, z, z), ShapeError, r"q must be an array.*got list"),
+        (lambda: jaxdyn.rnea(m, z, z, z, gravity=np.zeros(2)), ShapeError, r"gravity must have shape \(3,\)"),
+        (lambda: jaxdyn.aba(m, z, z, z, gravity=np.zeros((3, 1))), ShapeError, r"gravity must have shape \(3,\)"),
+        (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6)), np.zeros((2, 6)), np.zeros((2, 6)), gravity=np.zeros(4)),
+         ShapeError, r"gravity"),
+        (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6)), np.zeros((2, 6)), np.zeros((2, 6)), chunk=0),
+         ArgumentError, r"chunk must be a positive int"),
+        (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6)), np.zeros((2, 6)), np.zeros((2, 6)), chunk=-4),
+         ArgumentError, r"chunk"),
+        (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6), np.int64), np.zeros((2, 6)), np.zeros((2, 6))),
+         ShapeError, r"q must be a floating-point array"),
+        (lambda: jaxdyn.aba_batch(m, None, np.zeros((2, 6)), np.zeros((2, 6))), ShapeError, r"q must be an array"),
+    ]
+    for fn, exc, pat in cases:
+        with pytest.raises(exc, match=pat):
+            fn()
+
+
+# ---- URDF data decisions (Pinocchio as the reference) ----------------------------------------
+
+ONE = """<robot name="r"><link name="base"/>
+<link name="l1"><inertial><origin xyz="0.1 0 0"/>MASS INERTIA</inertial></link>
+<joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>LIMIT</joint>
+<link name="l2"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+<joint name="j2" type="revolute"><parent link="l1"/><child link="l2"/><origin xyz="0.3 0 0"/><axis xyz="0 1 0"/>
+<limit lower="-1" upper="1" effort="1" velocity="1"/>MIMIC</joint></robot>"""
+_LIM = '<limit lower="-1" upper="1" effort="1" velocity="1"/>'
+_I = '<inertia ixx="0.1" ixy="0" ixz="0" iyy="0.2" iyz="0" izz="0.3"/>'
+
+
+def _one(mass='<mass value="2"/>', inertia=_I, limit=_LIM, mimic=""):
+    return ONE.replace("MASS", mass).replace("INERTIA", inertia).replace("LIMIT", limit).replace("MIMIC", mimic)
+
+
+@pytest.mark.parametrize("kw,warn", [
+    (dict(mass="<mass/>"), r"<mass> has no value; the whole <inertial> is ignored"),
+    (dict(mass=""), r"<mass> is missing; the whole <inertial> is ignored"),
+    (dict(inertia='<inertia ixx="0.1" iyy="0.2" izz="0.3"/>'), r"missing ixy, ixz, iyz; rotational inertia taken as zero"),
+    (dict(inertia=""), r"missing <inertia>"),
+    (dict(mimic='<mimic joint="j1" multiplier="2"/>'), r"<mimic> is ignored"),
+])
+def test_incomplete_urdf_data_reads_as_pinocchio(tmp_path, kw, warn):
+    """What jaxdyn keeps of incomplete data equals what Pinocchio keeps: same aba, and a warning."""
+    pin = pytest.importorskip("pinocchio")
+    text = _one(**kw)
+    with pytest.warns(UserWarning, match=warn):
+        m = jaxdyn.load_urdf(write(tmp_path, text))
+    pm = pin.buildModelFromXML(text)
+    q, v, tau = np.array([0.3, -0.4]), np.array([0.5, 1.0]), np.array([0.2, -0.1])
+    np.testing.assert_allclose(jaxdyn.rnea(m, q, v, tau), pin.rnea(pm, pm.createData(), q, v, tau), atol=1e-12)
+
+
+def test_urdf_value_decisions(tmp_path):
+    import warnings as w
+    with pytest.raises(URDFError, match=r"link 'l1'/inertial/mass: mass 1e\+308 kg exceeds"):
+        jaxdyn.load_urdf(write(tmp_path, _one(mass='<mass value="1e308"/>')))
+    # revolute without <limit>: accepted with infinite limits (documented)
+    with w.catch_warnings():
+        w.simplefilter("error")
+        m = jaxdyn.load_urdf(write(tmp_path, _one(limit="")))
+    assert np.isinf(m.q_lower[0]) and np.isinf(m.q_upper[0]) and m.q_lower[1] == -1.0
+    # a directory is named as such
+    with pytest.raises(URDFError, match="is a directory"):
+        jaxdyn.load_urdf(str(tmp_path))
+
+
+def test_urdf_errors_name_the_path_once(tmp_path):
+    p = write(tmp_path, GOOD.replace('ixx="0.1"', 'ixx="-0.1"'), "once.urdf")
+    with pytest.raises(URDFError) as e:
+        jaxdyn.load_urdf(p, inertia="raise")
+    assert str(e.value).count("once.urdf") == 1
+
+
+def test_triangle_warning_printed_once(tmp_path):
+    bad = GOOD.replace('ixx="0.1"', 'ixx="0.001"').replace('iyy="0.1"', 'iyy="0.001"')
+    import warnings as w
+    with w.catch_warnings(record=True) as rec:
+        w.simplefilter("always")
+        jaxdyn.load_urdf(write(tmp_path, bad))
+    assert len([r for r in rec if "triangle" in str(r.message)]) == 1
+
+
+def test_long_chain_loads_iteratively(tmp_path):
+    """2,000 links: no RecursionError; body order as Pinocchio's; gravity torques of the
+    straight chain (axes y, gravity -z) equal the closed form -g sum_{k>=i} m (x_k + 0.05 - x_i)."""
+    n = 2000
+    links = ['<link name="l0"/>'] + [
+        f'<link name="l{i}"><inertial><mass value="1"/><origin xyz="0.05 0 0"/><inertia ixx="0.01" ixy="0" '
+        f'ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>' for i in range(1, n + 1)]
+    joints = [f'<joint name="j{i:05d}" type="revolute"><parent link="l{i - 1}"/><child link="l{i}"/>'
+              f'<origin xyz="0.1 0 0"/><axis xyz="0 1 0"/>{_LIM}</joint>' for i in range(1, n + 1)]
+    p = write(tmp_path, '<robot name="chain">' + "".join(links) + "".join(joints) + "</robot>", "chain.urdf")
+    m = jaxdyn.load_urdf(p)
+    assert m.nb == n
+    pin = pytest.importorskip("pinocchio")
+    assert list(m.joint_names) == list(pin.buildModelFromUrdf(p).names)[1:]
+    x = 0.1 * np.arange(1, n + 1)
+    ref = np.array([-9.81 * np.sum(x[i:] + 0.05 - x[i]) for i in range(n)])
+    np.testing.assert_allclose(jaxdyn.gravity_torques(m, np.zeros(n)), ref, rtol=1e-12)
+
+
+def test_empty_tree_loads_and_runs(tmp_path):
+    """All joints fixed (quadrotor_base.urdf, iris_simple.urdf): nq = nv = 0, as Pinocchio."""
+    text = """<robot name="quad"><link name="base"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0"
+      iyy="0.1" iyz="0" izz="0.1"/></inertial></link><link name="rotor"/>
+      <joint name="rj" type="fixed"><parent link="base"/><child link="rotor"/><origin xyz="0.2 0 0"/></joint></robot>"""
+    m = jaxdyn.load_urdf(write(tmp_path, text))
+    assert (m.nb, m.nq, m.nv) == (0, 0, 0)
+    z = np.zeros(0)
+    assert jaxdyn.aba(m, z, z, z).shape == (0,) and jaxdyn.crba(m, z).shape == (0, 0)
+    np.testing.assert_allclose(jaxdyn.frame_pose(m, z, "rotor")[1], [0.2, 0, 0])
+    assert jaxdyn.rollout(m, z, z, None, steps=2).q.shape == (3, 0)
+
+
+def test_singular_tree_is_nan_other_trees_exact():
+    """A massless leaf makes its own tree NaN (the documented rule); a second tree hanging from
+    the world stays equal to that tree simulated alone."""
+    args = base_args(3)
+    args.update(parent=[-1, 0, -1], mass=np.array([1.0, 0.0, 2.0]),
+                inertia=np.stack([np.eye(3) * 0.1, np.zeros((3, 3)), np.eye(3) * 0.2]),
+                axis=np.array([[0, 1.0, 0], [0, 1.0, 0], [0, 1.0, 0]]),
+                Xtree_r=np.array([[0, 0, 0], [0.5, 0, 0], [0, 0, 1.0]]), com=np.array([[0.2, 0, 0], [0, 0, 0], [0.3, 0, 0]]))
+    m = jaxdyn.build_model(**args)
+    q, v, tau = np.array([0.1, 0.2, 0.3]), np.array([0.5, -0.5, 1.0]), np.array([1.0, 0.0, -1.0])
+    qdd = np.asarray(jaxdyn.aba(m, q, v, tau))
+    assert np.all(np.isnan(qdd[:2])) and np.isfinite(qdd[2])
+    alone = dict(base_args(1), parent=[-1], mass=np.array([2.0]), inertia=np.eye(3)[None] * 0.2,
+                 axis=np.array([[0, 1.0, 0]]), Xtree_r=np.array([[0, 0, 1.0]]), com=np.array([[0.3, 0, 0]]))
+    ref = jaxdyn.aba(jaxdyn.build_model(**alone), q[2:], v[2:], tau[2:])
+    np.testing.assert_allclose(qdd[2], ref[0], rtol=1e-14)
+    qb = np.asarray(jaxdyn.aba_batch(m, q[None], v[None], tau[None]))[0]
+    assert np.array_equal(np.isnan(qb), np.isnan(qdd))
+
+
+def test_floating_base_far_from_origin():
+    """Every method is invariant to translating a floating base (uniform gravity): at 1000 km
+    from the origin nothing loses digits (crba did: 1e-4 relative)."""
+    import jax
+    m = jaxdyn.robots.random_tree(7, 0.5, 3, floating_base=True)
+    rng = np.random.default_rng(0)
+    q = np.array(jaxdyn.random_configuration(m, jax.random.PRNGKey(2)))
+    v, tau = rng.normal(size=m.nv), rng.normal(size=m.nv)
+
+    @jax.jit
+    def all_methods(q):
+        out = {meth: jaxdyn.forward_dynamics(m, q, v, tau, method=meth) for meth in jaxdyn.methods()}
+        out.update(crba=jaxdyn.crba(m, q), rnea=jaxdyn.rnea(m, q, v, tau), minv=jaxdyn.minv(m, q, method="cholesky"),
+                   wrench=jaxdyn.virtual_work(m, q, v, tau)[1], ke=jaxdyn.kinetic_energy(m, q, v))
+        return out
+
+    Q = np.stack([q] + [q + np.concatenate([d * np.array([1.0, -0.7, 0.3]), np.zeros(m.nq - 3)])
+                        for d in (1e3, 1e6)])
+    res = jax.vmap(all_methods)(Q)
+    for k, x in res.items():
+        x = np.asarray(x)
+        scale = max(1.0, np.abs(x[0]).max())
+        assert np.abs(x[1:] - x[0]).max() <= 1e-12 * scale, k
+
+
+# ---- CLI and configs -----------------------------------------------------------------------
+
+def _cli(capsys, *argv):
+    from jaxdyn.cli import main
+    rc = main(["simulate", *map(str, argv)])
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("body,pattern", [
+    ('[simulation]\nT = 0.001\ndt = 0.01', r"simulation\.T = 0\.001 is shorter than one step"),
+    ('[simulation]\nmethod = "magic"', r"simulation\.method must be one of \[.*'aba'"),
+    ('[simulation]\nT = 1e12', r"1e\+14 samples; at most"),
+])
+def test_cli_config_errors_exit_2_one_line(tmp_path, capsys, body, pattern):
+    import re
+    p = tmp_path / "c.toml"
+    p.write_text('[robot]\nname = "planar3"\n' + body + "\n")
+    rc, err = _cli(capsys, p)
+    assert rc == 2 and re.search(pattern, err) and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_cli_paths(tmp_path, capsys):
+    rc, err = _cli(capsys, tmp_path)                      # a directory as config
+    assert rc == 2 and "is a directory" in err
+    f = tmp_path / "file"
+    f.write_text("x")
+    rc, err = _cli(capsys, "planar3_freefall", "--out", f)  # --out naming a file
+    assert rc == 2 and "is not a directory" in err
+    rc, err = _cli(capsys, "planar3_freefall", "--robot", f"urdf:{tmp_path}")
+    assert rc == 2 and "is a directory" in err
+
+
+def test_cli_nonfinite_run_fails_loudly(tmp_path, capsys):
+    """Before: RKF45 looped to max_steps per sample and 'succeeded' with the initial state."""
+    text = GOOD.replace("</robot>", """<link name="tip"/>
+      <joint name="wrist" type="revolute"><parent link="l1"/><child link="tip"/><origin xyz="0.5 0 0"/>
+      <axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>""")
+    p = write(tmp_path, text.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 1 0"/>'), "leaf.urdf")
+    rc, err = _cli(capsys, "planar3_freefall", "--robot", f"urdf:{p}", "--out", tmp_path / "o")
+    assert rc == 3, err
+    assert "non-finite at t = 0.01 s" in err and "joint '" in err

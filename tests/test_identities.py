@@ -116,14 +116,18 @@ def test_jacobian_columns_equal_fd_of_fk():
 def test_gradients_check_grads():
     m = jaxdyn.robots.puma560()
     q, qd, tau = rand_state(m, 0)
-    check_grads(lambda q, qd, tau: jaxdyn.aba(m, q, qd, tau), (q, qd, tau), order=2, modes=["fwd", "rev"])
-    check_grads(lambda q, qd: jaxdyn.rnea(m, q, qd, tau), (q, qd), order=2, modes=["fwd", "rev"])
-    check_grads(lambda q: jaxdyn.crba(m, q), (q,), order=1, modes=["fwd", "rev"])
+    check_grads(jax.jit(lambda q, qd, tau: jaxdyn.aba(m, q, qd, tau)), (q, qd, tau), order=2, modes=["fwd", "rev"])
+    check_grads(jax.jit(lambda q, qd: jaxdyn.rnea(m, q, qd, tau)), (q, qd), order=2, modes=["fwd", "rev"])
+    check_grads(jax.jit(lambda q: jaxdyn.crba(m, q)), (q,), order=1, modes=["fwd", "rev"])
 
+    @jax.jit
     def aba_params(mass, inertia):
         return jaxdyn.aba(m.replace(mass=mass, inertia=inertia), q, qd, tau)
-    check_grads(aba_params, (m.mass, m.inertia), order=1, modes=["fwd", "rev"])
-    check_grads(lambda mass: jaxdyn.rnea(m.replace(mass=mass), q, qd, tau), (m.mass,), order=2, modes=["rev"])
+    # eps = 1e-6: the default step 1e-4 along a random direction changes the wrist inertias
+    # (smallest principal moment 0.007) by ~1%, and the central difference's truncation error
+    # (1.5e-5 relative, falling as eps^2) is then what the check measures
+    check_grads(aba_params, (m.mass, m.inertia), order=1, modes=["fwd", "rev"], eps=1e-6)
+    check_grads(jax.jit(lambda mass: jaxdyn.rnea(m.replace(mass=mass), q, qd, tau)), (m.mass,), order=2, modes=["rev"])
 
 
 def test_gradients_nan_free_at_neutral_and_quaternion_poles():

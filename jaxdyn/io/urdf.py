@@ -6,10 +6,18 @@ a name-sorted map); ``continuous`` -> REVOLUTE_UB (q = cos, sin); ``floating_bas
 a FREE root joint (q = [x, y, z, qx, qy, qz, qw], v = [linear; angular] in the base frame).
 The root link's inertia is dropped for a fixed base (it is attached to the world).
 ``package://`` mesh references and all visual / collision elements are ignored.
+
+Decisions on incomplete or unusual data (each as Pinocchio, warned where data is dropped):
+a revolute / prismatic joint without <limit> gets infinite limits (urdfdom would reject it);
+<mimic> is ignored with a warning (independent dof); an incomplete <inertial> is read as
+urdfdom reads it (see ``_inertial``); a link mass above ``MAX_MASS`` is an error; a robot whose
+joints are all fixed loads as an empty tree (nb = nq = nv = 0) with its frames.  The walk is
+iterative and linear in the number of links (no recursion limit).
 """
 from __future__ import annotations
 
 import os
+import warnings
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -59,23 +67,44 @@ class _Ctx:
         return rpy_to_R(rpy), xyz
 
 
+MAX_MASS = 1e30
+"""Largest link mass accepted (kg; the Sun is 2e30 kg): beyond it products in the dynamics
+overflow float64 and results become inf."""
+
+
 def _inertial(ctx, link):
+    """(m, c (3,), Ic (3, 3) rotated into the link frame) of a link's <inertial>.
+
+    Incomplete data is read as Pinocchio (urdfdom) reads it, with a warning: a <mass> missing
+    or without value drops the whole <inertial> (massless link); an <inertia> missing or
+    lacking one of its six attributes keeps mass and COM with zero rotational inertia.
+    """
     where = f"link {link.get('name')!r}"
     el = link.find("inertial")
     if el is None:
         return 0.0, np.zeros(3), np.zeros((3, 3))
     R, c = ctx.origin(el, where + "/inertial")
     m_el = el.find("mass")
-    m = float(ctx.floats(m_el, "value", 1, where + "/inertial/mass", (0.0,))[0])
+    if m_el is None or m_el.get("value") is None:
+        warnings.warn(f"{ctx.path}: {where}/inertial: <mass> {'is missing' if m_el is None else 'has no value'}; "
+                      "the whole <inertial> is ignored (massless link), as Pinocchio does", stacklevel=4)
+        return 0.0, np.zeros(3), np.zeros((3, 3))
+    m = float(ctx.floats(m_el, "value", 1, where + "/inertial/mass")[0])
+    if m < 0:
+        raise ctx.err(where + "/inertial/mass", f"negative mass {m}")
+    if m > MAX_MASS:
+        raise ctx.err(where + "/inertial/mass", f"mass {m:g} kg exceeds {MAX_MASS:g} kg (dynamics would overflow)")
     i_el = el.find("inertia")
-    vals = {}
-    for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
-        vals[k] = float(ctx.floats(i_el, k, 1, where + "/inertial/inertia", (0.0,))[0])
+    keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+    missing = ["<inertia>"] if i_el is None else [k for k in keys if i_el.get(k) is None]
+    if missing:
+        warnings.warn(f"{ctx.path}: {where}/inertial: missing {', '.join(missing)}; rotational inertia "
+                      "taken as zero (mass and COM kept), as Pinocchio does", stacklevel=4)
+        return m, c, np.zeros((3, 3))
+    vals = {k: float(ctx.floats(i_el, k, 1, where + "/inertial/inertia")[0]) for k in keys}
     I = np.array([[vals["ixx"], vals["ixy"], vals["ixz"]],
                   [vals["ixy"], vals["iyy"], vals["iyz"]],
                   [vals["ixz"], vals["iyz"], vals["izz"]]])
-    if m < 0:
-        raise ctx.err(where + "/inertial/mass", f"negative mass {m}")
     try:
         I = check_inertia(I, m, f"{ctx.path}: {where}/inertial/inertia", ctx.inertia, triangle="warn")
     except ModelError as e:
@@ -97,13 +126,38 @@ def _combine(m1, c1, I1, m2, c2, I2):
     return m, c, shift(m1, c1, I1) + shift(m2, c2, I2)
 
 
+def _joint_data(ctx, el, where, typ):
+    """(joint code, unit axis, lower, upper, damping) of a movable <joint>."""
+    ax = ctx.floats(el.find("axis"), "xyz", 3, where + "/axis", (1, 0, 0))
+    n = np.linalg.norm(ax)
+    if n == 0 or abs(n - 1) > 1e-3:
+        raise ctx.err(where + "/axis", f"axis {ax.tolist()} must be a unit vector")
+    lim = el.find("limit")
+    lo = hi = None
+    if typ in ("revolute", "prismatic") and lim is not None:
+        lo = float(ctx.floats(lim, "lower", 1, where + "/limit", (0.0,))[0])
+        hi = float(ctx.floats(lim, "upper", 1, where + "/limit", (0.0,))[0])
+        if lo == 0.0 and hi == 0.0:
+            lo = hi = None
+    dyn = el.find("dynamics")
+    damping = float(ctx.floats(dyn, "damping", 1, where + "/dynamics", (0.0,))[0]) if dyn is not None else 0.0
+    jt = {"revolute": J.REVOLUTE, "continuous": J.REVOLUTE_UB, "prismatic": J.PRISMATIC,
+          "floating": J.FREE, "planar": J.PLANAR}[typ]
+    return jt, ax / n, lo, hi, damping
+
+
 def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
     """Parse URDF text or file into the arguments of :func:`build_model` (``inertia``: the policy
     for non-physical link inertias, see :func:`load_urdf`)."""
+    if len(str(path_or_string)) < 4096 and os.path.isdir(str(path_or_string)):
+        raise URDFError(f"{path_or_string}: is a directory, not a URDF file")
     if os.path.exists(str(path_or_string)) if len(str(path_or_string)) < 4096 else False:
         path = str(path_or_string)
-        with open(path, "rb") as fh:
-            text = fh.read()
+        try:
+            with open(path, "rb") as fh:
+                text = fh.read()
+        except OSError as e:
+            raise URDFError(f"{path}: cannot be read: {e}") from None
     else:
         path, text = "<string>", path_or_string
     ctx = _Ctx(path, inertia)
@@ -146,6 +200,9 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
                                  "(the URDF graph must be a tree)")
         child_of[chi] = nm
         joints[nm] = el
+        if el.find("mimic") is not None:
+            warnings.warn(f"{path}: {where}: <mimic> is ignored; the joint is simulated as an independent "
+                          "degree of freedom (as Pinocchio's buildModelFromUrdf does by default)", stacklevel=3)
     roots = [l for l in links if l not in child_of]
     if len(roots) != 1:
         if not roots:
@@ -182,56 +239,39 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
     else:
         link_at[rootl] = (-1, np.eye(3), np.zeros(3))
     frames.append((rootl, link_at[rootl][0], np.eye(3), np.zeros(3)))
-    visited = set()
-
-    def visit(link):
-        visited.add(link)
-        b, Rl, pl = link_at[link]
-        for jn in children[link]:
-            el = joints[jn]
-            where = f"joint {jn!r}"
-            chi = el.find("child").get("link")
-            Ro, po = ctx.origin(el, where)
-            R, p = Rl @ Ro, Rl @ po + pl  # joint frame in body b
-            typ = el.get("type")
-            if typ == "fixed":
-                link_at[chi] = (b, R, p)
-                frames.append((jn, b, R.T, p))
-                frames.append((chi, b, R.T, p))
-                add_inertia(b, R, p, chi)
-            else:
-                ax = ctx.floats(el.find("axis"), "xyz", 3, where + "/axis", (1, 0, 0))
-                n = np.linalg.norm(ax)
-                if n == 0 or abs(n - 1) > 1e-3:
-                    raise ctx.err(where + "/axis", f"axis {ax.tolist()} must be a unit vector")
-                ax = ax / n
-                lim = el.find("limit")
-                lo = hi = None
-                if typ in ("revolute", "prismatic") and lim is not None:
-                    lo = float(ctx.floats(lim, "lower", 1, where + "/limit", (0.0,))[0])
-                    hi = float(ctx.floats(lim, "upper", 1, where + "/limit", (0.0,))[0])
-                    if lo == 0.0 and hi == 0.0:
-                        lo = hi = None
-                dyn = el.find("dynamics")
-                damping = float(ctx.floats(dyn, "damping", 1, where + "/dynamics", (0.0,))[0]) \
-                    if dyn is not None else 0.0
-                jt = {"revolute": J.REVOLUTE, "continuous": J.REVOLUTE_UB, "prismatic": J.PRISMATIC,
-                      "floating": J.FREE, "planar": J.PLANAR}[typ]
-                nb_ = new_body(chi, jn, jt, b, R, p, ax, lo, hi, damping)
-                link_at[chi] = (nb_, np.eye(3), np.zeros(3))
-                frames.append((jn, nb_, np.eye(3), np.zeros(3)))
-                frames.append((chi, nb_, np.eye(3), np.zeros(3)))
-                add_inertia(nb_, np.eye(3), np.zeros(3), chi)
-            visit(chi)
-
-    visit(rootl)
+    # Iterative depth-first walk over joints (no recursion limit): popping a joint creates its
+    # child body, then pushes that link's child joints in reverse name order, so bodies are
+    # numbered exactly as Pinocchio's recursive visit numbers them.
+    visited = {rootl}
+    stack = list(reversed(children[rootl]))
+    while stack:
+        jn = stack.pop()
+        el = joints[jn]
+        where = f"joint {jn!r}"
+        chi = el.find("child").get("link")
+        b, Rl, pl = link_at[el.find("parent").get("link")]
+        visited.add(chi)
+        Ro, po = ctx.origin(el, where)
+        R, p = Rl @ Ro, Rl @ po + pl  # joint frame in body b
+        typ = el.get("type")
+        if typ == "fixed":
+            link_at[chi] = (b, R, p)
+            frames.append((jn, b, R.T, p))
+            frames.append((chi, b, R.T, p))
+            add_inertia(b, R, p, chi)
+        else:
+            jt, ax, lo, hi, damping = _joint_data(ctx, el, where, typ)
+            nb_ = new_body(chi, jn, jt, b, R, p, ax, lo, hi, damping)
+            link_at[chi] = (nb_, np.eye(3), np.zeros(3))
+            frames.append((jn, nb_, np.eye(3), np.zeros(3)))
+            frames.append((chi, nb_, np.eye(3), np.zeros(3)))
+            add_inertia(nb_, np.eye(3), np.zeros(3), chi)
+        stack.extend(reversed(children[chi]))
     lost = sorted(set(links) - visited)
     if lost:
         raise URDFError(f"{path}: links {lost[:10]} are not reachable from root link {rootl!r}: "
                         "their joints form a cycle")
     nb = len(bodies)
-    if nb == 0:
-        raise URDFError(f"{path}: the robot has no movable joint")
     name = root.get("name") or os.path.splitext(os.path.basename(path))[0]
     lo, hi, damp = [], [], []
     for bd in bodies:
@@ -244,9 +284,11 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
     cat = lambda xs: np.concatenate([np.asarray(x, float) for x in xs]) if xs else np.zeros(0)
     return dict(
         parent=[bd["parent"] for bd in bodies], jtype=[bd["jt"] for bd in bodies],
-        Xtree_E=np.stack([bd["R"].T for bd in bodies]), Xtree_r=np.stack([bd["p"] for bd in bodies]),
-        axis=np.stack([bd["axis"] for bd in bodies]), mass=np.array([bd["m"] for bd in bodies]),
-        com=np.stack([bd["c"] for bd in bodies]), inertia=np.stack([bd["I"] for bd in bodies]),
+        Xtree_E=np.array([bd["R"].T for bd in bodies]).reshape(nb, 3, 3),
+        Xtree_r=np.array([bd["p"] for bd in bodies]).reshape(nb, 3),
+        axis=np.array([bd["axis"] for bd in bodies]).reshape(nb, 3), mass=np.array([bd["m"] for bd in bodies]),
+        com=np.array([bd["c"] for bd in bodies]).reshape(nb, 3),
+        inertia=np.array([bd["I"] for bd in bodies]).reshape(nb, 3, 3),
         q_lower=cat(lo), q_upper=cat(hi), damping=cat(damp),
         body_names=[bd["name"] for bd in bodies], joint_names=[bd["jname"] for bd in bodies],
         frames=frames, name=name)

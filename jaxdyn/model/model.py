@@ -142,7 +142,7 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
                              "bodies must be in topological order with parent[i] < i (-1 = world)")
 
     def arr(x, shape, what):
-        a = np.asarray(x, float)
+        a = np.array(x, float)   # a writable copy (inertias may be repaired in place)
         if a.shape != shape:
             raise ModelError(f"{name}: {what} must have shape {shape}, got {a.shape}")
         if not np.all(np.isfinite(a)):
@@ -194,10 +194,12 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
     fnames, fbody, fE, fr = [], [], [], []
     for i in range(nb):  # every body is a frame under its own name
         fnames.append(body_names[i]); fbody.append(i); fE.append(np.eye(3)); fr.append(np.zeros(3))
+    first = {nm: i for i, nm in enumerate(fnames)}          # name -> first frame (linear time)
     for (fname, b, E, r) in frames:
-        if fname in fnames and fbody[fnames.index(fname)] == b and np.allclose(fr[fnames.index(fname)], r) \
-                and np.allclose(fE[fnames.index(fname)], E):
+        j = first.get(fname)
+        if j is not None and fbody[j] == b and np.allclose(fr[j], r) and np.allclose(fE[j], E):
             continue
+        first.setdefault(fname, len(fnames))
         fnames.append(fname); fbody.append(int(b)); fE.append(np.asarray(E, float)); fr.append(np.asarray(r, float))
     f = jnp.asarray
     return Model(
@@ -207,7 +209,7 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
         v_pad=f(np.zeros(nv)), q_lower=f(lo), q_upper=f(hi),
         frame_body=f(np.asarray(fbody, np.int32)), frame_E=f(np.asarray(fE).reshape(-1, 3, 3)),
         frame_r=f(np.asarray(fr).reshape(-1, 3)), gravity=f(np.asarray(gravity, float)),
-        nb=nb, nq=nq, nv=nv, nqj=nqj, k=k, types=tuple(sorted(set(jcodes))),
+        nb=nb, nq=nq, nv=nv, nqj=nqj, k=k, types=tuple(sorted(set(jcodes))) or (J.FIXED,),
         body_names=body_names, joint_names=joint_names, frame_names=tuple(fnames), name=name)
 
 
