@@ -18,7 +18,8 @@ from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, aba_batch,
                        kinetic_energy, potential_energy, center_of_mass, spatial_momentum,
                        centroidal_momentum, total_mass, joint_wrenches, udut, udut_inverse, denoc,
                        gim_denoc, innovations_factors, innovations_operators, operator_fd2,
-                       virtual_work, opspace_inverse_inertia, opspace_inertia)
+                       virtual_work, opspace_inverse_inertia, opspace_inertia, rnea_derivatives,
+                       aba_derivatives, derivatives_batch)
 
 from . import integrators
 from .integrators import rollout, first_nonfinite, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque

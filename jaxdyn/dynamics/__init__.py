@@ -12,3 +12,4 @@ from .operator import (innovations_factors, innovations_operators, minv_operator
                        operator_fd2, operator_fd3, operator_fd4)
 from .virtual_work import virtual_work
 from .opspace import opspace_inverse_inertia, opspace_inertia
+from .derivatives import rnea_derivatives, aba_derivatives, derivatives_batch
