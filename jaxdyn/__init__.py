@@ -21,6 +21,8 @@ from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, aba_batch,
                        virtual_work, opspace_inverse_inertia, opspace_inertia, rnea_derivatives,
                        aba_derivatives, derivatives_batch)
 
+from .constraints import (Constraint, ClosedModel, close_loops, constrained_forward_dynamics,
+                          constraint_jacobian, constraint_residual, project_constraints)
 from . import integrators
 from .integrators import rollout, first_nonfinite, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque
 from .model.configuration import integrate  # the function; steppers live in jaxdyn.integrators

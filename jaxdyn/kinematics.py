@@ -263,7 +263,7 @@ def point_acceleration(model: Model, q, qd, qdd, name, point):
 @partial(jax.jit, static_argnames=('name', 'max_iters', 'tol', 'damping', 'max_step', 'position_only'))
 def inverse_kinematics(model: Model, name, R_target, p_target, q0, *, max_iters=100, tol=1e-10,
                        damping=1e-6, max_step=0.5, position_only=False):
-    """Iterative IK (seed 004 Fig. 6) with a damped pseudo-inverse.
+    """Iterative IK (Featherstone 2010 Fig. 6) with a damped pseudo-inverse.
 
     Drives frame ``name`` to the world pose (R_target, p_target).  Each iteration computes the
     pose error e = [p_err; log3(R_target R^T)] (world axes), solves

@@ -8,7 +8,7 @@ unknown trip count are under-counted; the dynamics methods contain neither).  So
 what jaxdyn executes (dense 6x6 spatial algebra, no DH-specific
 simplifications), not a hand count.
 
-``saha_table1(n)`` is the seed's own tally: the per-step counts printed in Sec. 3 of seed 000
+``saha_table1(n)`` is Saha's (2003) own tally: the per-step counts printed in Sec. 3 of Saha 2003
 summed term by term (their sum is 192n - 284 M and 187n - 325 A; Table I prints 191n - 284 M,
 one n fewer than its own steps add up to).
 """
@@ -88,7 +88,7 @@ def count_ops(fn, *args):
 def op_count(method, model, q=None):
     """Operations of one forward-dynamics call by ``method`` on ``model``.
 
-    For ``method="udut"`` the count covers the seed's scope of Table I: the joint transforms,
+    For ``method="udut"`` the count covers Saha's (2003) scope of Table I: the joint transforms,
     the UDU^T factorization and steps A, B, C given phi (phi = tau - C qd - g from an inverse
     dynamics call is an input there).  Other methods count the whole
     ``forward_dynamics(method=...)`` call.  Returns {"M", "A", "other"} (other = sin, cos,
@@ -101,7 +101,7 @@ def op_count(method, model, q=None):
     return count_ops(lambda qq, v, t: forward_dynamics(model, qq, v, t, method=method), q, z, z)
 
 
-# Seed 000, Sec. 3: (step, M(n), A(n)) exactly as printed in the braces
+# Saha 2003, Sec. 3: (step, M(n), A(n)) exactly as printed in the braces
 SAHA_STEPS = (
     ("A1 d_i", lambda n: 4 * n, lambda n: 2 * n),
     ("A2 c_i,i-1", lambda n: 0, lambda n: 3 * (n - 1)),

@@ -88,3 +88,17 @@ def test_aba_derivatives_identity_and_batch():
         jaxdyn.derivatives_batch(m, Q, V, T, chunk=0)
     with pytest.raises(ShapeError, match=r"QD must have shape \(B, "):
         jaxdyn.derivatives_batch(m, Q, V[:3], T)
+
+
+def test_no_lapack_call_in_dynamics_kernels():
+    """The joint pivots (up to 6 x 6 for a free flyer) are inverted without LAPACK: jax's batched
+    LAPACK kernels split big batches over XLA:CPU's thread pool from inside a pool task, and
+    jit(vmap(jacfwd(aba))) on talos_reduced at B = 1024 deadlocked there (every thread waiting
+    in jax::ParallelBatchMap under lapack_dtrsm_ffi)."""
+    m = jaxdyn.robots.random_tree(4, 0.5, 1, floating_base=True, joint_types=("spherical", "revolute"))
+    q, z = jaxdyn.neutral(m), jnp.zeros(m.nv)
+    progs = [jax.jit(jax.vmap(jax.jacfwd(jaxdyn.aba, argnums=(1, 2)), (None, 0, 0, 0))).lower(m, q[None], z[None], z[None]),
+             jax.jit(jaxdyn.rnea_derivatives).lower(m, q, z, z),
+             jax.jit(lambda *a: jaxdyn.aba_batch(*a)).lower(m, q[None], z[None], z[None])]
+    for p in progs:
+        assert "lapack" not in p.as_text().lower()

@@ -1,5 +1,5 @@
 """Dynamics algorithms: RNEA, CRBA, ABA, M^-1, forward dynamics, energy and momentum, and the
-seeds' O(n) methods (Saha UDU^T, Rodriguez-Kreutz operators, Yamane-Nakamura virtual work)."""
+O(n) methods of the literature (Saha UDU^T, Rodriguez-Kreutz operators, Yamane-Nakamura virtual work)."""
 from .rnea import rnea, bias_forces, gravity_torques, joint_wrenches
 from .crba import crba
 from .aba import aba, minv, aba_factor

@@ -1,4 +1,4 @@
-"""Articulated-body algorithm (seed 004 Fig. 9; Featherstone RBDA Table 7.1).
+"""Articulated-body algorithm (Featherstone 2010 Fig. 9; Featherstone RBDA Table 7.1).
 
 ``aba`` = pass 1 (velocities, bias terms), pass 2 (articulated inertias IA, pA; U, D, u),
 pass 3 (accelerations).  Pass 2 is split so that its tau-independent part (``aba_factor``)

@@ -1,5 +1,5 @@
 """Throughput ABA for many states of one model: ``aba_batch(model, q, qd, tau)`` with a leading
-batch axis, the same algorithm as :func:`jaxdyn.aba` (seed 004 Fig. 9) in a layout chosen for
+batch axis, the same algorithm as :func:`jaxdyn.aba` (Featherstone 2010 Fig. 9) in a layout chosen for
 XLA:CPU.
 
 Why a second formulation.  ``vmap(aba)`` turns every 6x6 product into a batched ``dot``, which

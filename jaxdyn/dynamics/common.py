@@ -71,15 +71,55 @@ def external_forces(model: Model, f_ext, frame, X0=None):
     raise ValueError(f"f_ext_frame must be 'local' or 'world', got {frame!r}")
 
 
+SMALL_SPD = 8
+"""Largest matrix inverted by :func:`pd_inverse`'s unrolled Cholesky (joint pivots are at most
+6 x 6).  Larger ones go through LAPACK."""
+
+
+def _unrolled_spd_inverse(D):
+    """Inverse of SPD matrices D (..., n, n), n <= SMALL_SPD, by a column-oriented Cholesky
+    factorization unrolled over the n columns (vector operations, broadcast-multiply-sums):
+    L L^T = D, Li = L^-1 by forward substitution, D^-1 = Li^T Li.
+
+    No LAPACK custom call: jax's batched LAPACK kernels (potrf / trsm) split large batches
+    over XLA:CPU's intra-op thread pool from inside a pool task and could deadlock there
+    (vmap(jacfwd(aba)) on a floating-base robot at B = 1024 hung with every thread waiting in
+    jax::ParallelBatchMap), and a small unrolled factorization is cheaper than a library call.
+    A pivot that is not positive (non-PD D) gives NaN.
+    """
+    n = D.shape[-1]
+    nan = jnp.asarray(jnp.nan, D.dtype)
+    rows = jnp.arange(n)
+    L = jnp.zeros_like(D)
+    for j in range(n):
+        Lj = L[..., j, :]                                              # (..., n), entries < j set
+        d = D[..., j, j] - jnp.sum(Lj * Lj, -1)
+        sj = jnp.sqrt(jnp.where(d > 0, d, nan))
+        col = (D[..., :, j] - jnp.sum(L * Lj[..., None, :], -1)) / sj[..., None]   # col[j] = sj
+        L = L.at[..., :, j].set(jnp.where(rows >= j, col, 0.0))
+    Li = jnp.zeros_like(D)
+    eye = jnp.eye(n, dtype=D.dtype)
+    for i in range(n):                                                 # rows >= i of Li are 0
+        row = (eye[i] - jnp.sum(L[..., i, :, None] * Li, -2)) / L[..., i, i][..., None]
+        Li = Li.at[..., i, :].set(row)
+    return jnp.sum(Li[..., :, :, None] * Li[..., :, None, :], -3)
+
+
 def pd_inverse(D):
-    """Inverse of a small SPD matrix via Cholesky; NaN if D is not positive definite."""
+    """Inverse of small SPD matrices D (..., n, n) via Cholesky; NaN if D is not positive definite.
+
+    n <= SMALL_SPD: unrolled (see :func:`_unrolled_spd_inverse`); larger: LAPACK.
+    """
     if D.shape[-1] == 1:
         d = D[..., 0, 0]
         return jnp.where(d > 0, 1.0 / jnp.where(d > 0, d, 1.0), jnp.nan)[..., None, None]
+    if D.shape[-1] <= SMALL_SPD:
+        return _unrolled_spd_inverse(D)
     L = jnp.linalg.cholesky(D)
-    ok = jnp.all(jnp.diagonal(L) > 0)
-    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(D.shape[-1], dtype=D.dtype), lower=True)
-    return jnp.where(ok, Li.T @ Li, jnp.nan)
+    ok = jnp.all(jnp.diagonal(L, axis1=-2, axis2=-1) > 0, axis=-1)[..., None, None]
+    Li = jax.scipy.linalg.solve_triangular(L, jnp.broadcast_to(jnp.eye(D.shape[-1], dtype=D.dtype), D.shape),
+                                           lower=True)
+    return jnp.where(ok, jnp.swapaxes(Li, -1, -2) @ Li, jnp.nan)
 
 
 def dof_owner(model: Model):

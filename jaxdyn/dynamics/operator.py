@@ -1,7 +1,7 @@
-"""Rodriguez-Kreutz spatial-operator algorithms (seed 001, Part I, Secs. 4-5, App. B).
+"""Rodriguez-Kreutz spatial-operator algorithms (Rodriguez and Kreutz 1988, Part I, Secs. 4-5, App. B).
 
 Notation of the seed, mapped onto jaxdyn's trees.  The seed numbers links from the tip
-(k = 1) to the base (k = N); jaxdyn numbers bodies root first, so the seed's *causal*
+(k = 1) to the base (k = N); jaxdyn numbers bodies root first, so Rodriguez and Kreutz's (1988) *causal*
 (tip-to-base) sweeps are ``backward_sweep`` and its *anticausal* sweeps are ``forward_sweep``.
 On a tree, "k - 1" becomes "every child c of k" and "k + 1" becomes "the parent p(k)".
 Every quantity of link k is expressed in body frame k (Featherstone spatial vectors, angular
@@ -24,7 +24,7 @@ a(k), b(k)     velocity-product acceleration and bias force (2.19), (2.23)
 Factorization (4.11) ``M = (1 + H Phi L) D (1 + H Phi L)^T`` and inverse (4.16)
 ``M^-1 = (1 - H Psi L)^T D^-1 (1 - H Psi L)`` hold on trees: (1 + H Phi L) has block (i, j) =
 H_i phi(i, j) P_j H_j^T D_j^-1 for i an ancestor of j, so it is block *upper* triangular in
-jaxdyn's root-first numbering (the seed's lower triangular), and it is exactly Saha's U
+jaxdyn's root-first numbering (Rodriguez and Kreutz's (1988) lower triangular), and it is exactly Saha's U
 (``jaxdyn.udut``).  Gravity enters as a fictitious base acceleration, a -> a + E g (3.21).
 
 Mobile base (App. B): a free-flyer root is a joint with H^T = 1 (our free joint's S is a
@@ -70,7 +70,7 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
     """The spatial Kalman filter (4.4)-(4.7) at configuration q: P, D, L and psi per body.
 
     The Riccati recursion (4.5) is the articulated-inertia sweep, so it is computed once by
-    :func:`jaxdyn.dynamics.aba.aba_factor` and the seed's operators are formed from it.
+    :func:`jaxdyn.dynamics.aba.aba_factor` and Rodriguez and Kreutz's (1988) operators are formed from it.
     """
     check_state(model, q=q)
     return _factors(model, q)
@@ -295,5 +295,5 @@ def operator_fd4(model: Model, q, qd, tau, f_ext=None, gravity=None):
 
 @register_method("operator")
 def _fd_operator(model, q, qd, tau, f_ext=None, gravity=None):
-    """Alias of FD1 (the seed's main algorithm)."""
+    """Alias of FD1 (Rodriguez and Kreutz's (1988) main algorithm)."""
     return operator_fd1(model, q, qd, tau, f_ext=f_ext, gravity=gravity)

@@ -1,11 +1,11 @@
-"""Operational-space inverse inertia J M^-1 J^T by the O(N) recursion (6.10) of seed 001 Part II.
+"""Operational-space inverse inertia J M^-1 J^T by the O(N) recursion (6.10) of Rodriguez and Kreutz 1988 Part II.
 
 For a frame on body b with Jacobian J (6 x nv), (6.7) gives J M^-1 J^T = B^T psi^T H^T D^-1 H psi B.
 On a tree the sum over links k runs over the common ancestors of the two frames' bodies, so
 
     Lambda(k) = psi(p, k)^T Lambda(p) psi(p, k) + H^T(k) D^-1(k) H(k),   Lambda(world) = 0  (6.10b)
 
-is swept root to leaves (the seed's N..1 loop) and, for frames a on body i and b on body j with
+is swept root to leaves (Rodriguez and Kreutz's N..1 loop) and, for frames a on body i and b on body j with
 deepest common ancestor c,
 
     [J M^-1 J^T]_ab = E_a(c)^T Lambda(c) E_b(c),   E_a(k) = psi(k, i) X_a^T  (force map a -> k)

@@ -1,4 +1,4 @@
-"""Recursive Newton-Euler inverse dynamics (seed 004 Fig. 5; Featherstone RBDA Table 5.1)."""
+"""Recursive Newton-Euler inverse dynamics (Featherstone 2010 Fig. 5; Featherstone RBDA Table 5.1)."""
 from __future__ import annotations
 
 from functools import partial

@@ -1,4 +1,4 @@
-"""Saha's UDU^T decomposition of the generalized inertia matrix (seed 000, Sec. 2, App. B).
+"""Saha's UDU^T decomposition of the generalized inertia matrix (Saha 2003, Sec. 2, App. B).
 
 The GIM is ``I = U D U^T`` with U unit upper triangular and D (block) diagonal, obtained by
 *reverse* Gaussian elimination (RGE), which runs from the last body to the first and yields,
@@ -28,7 +28,7 @@ triangular in the topological order.  Multi-dof joints (spherical, planar, free)
 Saha's p_i and B_ij act on twists at the mass centres in a common frame; here the same
 products are evaluated with body-frame Plucker transforms (B_ki^T = Xup^T along the path),
 which changes the coordinates of psi, eta and mu but not U, D or thdd (the UDU^T
-factorization of an SPD matrix with unit U is unique).  :func:`denoc` gives the seed's own
+factorization of an SPD matrix with unit U is unique).  :func:`denoc` gives Saha's (2003) own
 DeNOC matrices (Eqs. 2-5) for comparison.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ..tree import backward_sweep, forward_sweep
 from .aba import aba_factor
 from .common import dof_blocks, dof_mask, per_body, scatter_dofs
 from .forward import register_method
-from .operator import unit_upper_factor     # seed 001's (1 + H Phi L) is Saha's U
+from .operator import unit_upper_factor     # Rodriguez and Kreutz's (1988) (1 + H Phi L) is Saha's U
 from .rnea import rnea
 
 
@@ -135,7 +135,7 @@ def udut_inverse(model: Model, q):
     return 0.5 * (Mi + Mi.T)
 
 
-# -- the seed's DeNOC matrices (Eqs. 2-6), dense ----------------------------------------------
+# -- Saha's (2003) DeNOC matrices (Eqs. 2-6), dense ----------------------------------------------
 
 class DeNOC(NamedTuple):
     """Saha's matrices in world coordinates with twists t_i = [omega_i; v_Ci] at the mass

@@ -1,8 +1,8 @@
-"""Yamane-Nakamura O(N) forward dynamics by the principle of virtual work (seed 003, Secs. 3-4).
+"""Yamane-Nakamura O(N) forward dynamics by the principle of virtual work (Yamane and Nakamura 2001, Secs. 3-4).
 
-Every link k is a free rigid body with its own 6-dof spatial acceleration (the seed's
+Every link k is a free rigid body with its own 6-dof spatial acceleration (Yamane and Nakamura's (2001)
 theta-ddot_k); every joint j (child j, parent p) is a *constraint* between them.  With the
-joint's motion subspace S_j (6 x n_j) the seed's matrices are, in child frame j:
+joint's motion subspace S_j (6 x n_j) Yamane and Nakamura's (2001) matrices are, in child frame j:
 
 * K_Jm = (S^T S)^-1 S^T (10), (14); joint torques act on the child as W_j tau_j with
   W = K_Jm^T = S (S^T S)^-1 (so S^T (lambda + W tau) = tau);
@@ -34,12 +34,12 @@ couple every pair of joints on a link (O(n_b^2) per link).  Here the coupling of
 a link is carried by the link's 6x6 inertia, updated once per child (sequentially, children in
 decreasing index order, as the seed adds joints one at a time), so a link with n_b children
 costs O(n_b) and the link splitting is not needed for O(N); benchmarks/bench_scaling.py
-measures the seed's Fig. 7 case (2..12 branches on a spherical base).
+measures Yamane and Nakamura's (2001) Fig. 7 case (2..12 branches on a spherical base).
 
-Armature (rotor inertia on a joint) is not a link property and has no place in the seed's
+Armature (rotor inertia on a joint) is not a link property and has no place in Yamane and Nakamura's (2001)
 link-and-constraint model; a model with non-zero armature gives all-NaN here (use "aba").
 
-No link inertia is inverted: the seed's A_k^-1 only ever appears in products that are
+No link inertia is inverted: Yamane and Nakamura's (2001) A_k^-1 only ever appears in products that are
 rewritten with the subtree's constraint-space inertia (P Psi P)^+ = IA - U D^-1 U^T (see
 ``_path1_step``), so links with singular inertia (Saha's thin rods, zero axial moment) work;
 what must be invertible is D = S^T IA S (as in ABA) and J_p + (P Psi_c P)^+.

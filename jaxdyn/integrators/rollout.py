@@ -131,7 +131,7 @@ def _check_dt(dt):
 
 
 def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, stepper="rk4",
-            method="aba", rtol=1e-8, atol=1e-10, chunk=None, t0=0.0):
+            method="aba", rtol=1e-8, atol=1e-10, chunk=None, t0=0.0, stabilization=None):
     """Simulate ``steps`` samples of length ``dt`` from (q0 (nq,), qd0 (nv,)).
 
     Args:
@@ -144,6 +144,9 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       stepper: "euler" (semi-implicit), "rk4", "rkf45" (adaptive inside each sample, rtol/atol),
         "abm" (Adams-Bashforth-Moulton 4, RK4 start).
       method: forward-dynamics method (see ``jaxdyn.methods()``); joint damping applies.
+        For a closed model (:func:`jaxdyn.close_loops`) the accelerations are
+        :func:`jaxdyn.constrained_forward_dynamics` (``method`` "schur" or "kkt"; any other
+        name means "schur") with Baumgarte gains ``stabilization=(alpha, beta)`` or None.
       chunk: if set (divides the scanned steps), scan over chunks whose bodies are
         ``jax.checkpoint``-ed: reverse-mode memory O(steps / chunk + chunk) instead of O(steps).
     Returns:
@@ -155,6 +158,17 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     """
     if stepper not in STEPPERS:
         raise ArgumentError(f"unknown stepper {stepper!r}; choose from {STEPPERS}")
+    from ..constraints import ClosedModel, constrained_forward_dynamics
+    closed = model if isinstance(model, ClosedModel) else None
+    if closed is not None:
+        model = closed.model
+        cmethod = method if method in ("schur", "kkt") else "schur"
+
+        def accel(q, qd, tau):
+            return constrained_forward_dynamics(closed, q, qd, tau, method=cmethod, stabilization=stabilization).qdd
+    else:
+        def accel(q, qd, tau):
+            return forward_dynamics(model, q, qd, tau, method=method)
     steps = _check_steps(steps)
     dt = _check_dt(dt)
     q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
@@ -162,7 +176,7 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     tau_at, held = _controls(model, controller_or_torques, steps, dtype)
 
     def dyn_for(k):
-        return lambda t, q, qd: forward_dynamics(model, q, qd, tau_at(k, t, q, qd), method=method)
+        return lambda t, q, qd: accel(q, qd, tau_at(k, t, q, qd))
 
     def sample(carry, k):
         q, qd, extra = carry

@@ -1,4 +1,4 @@
-"""Standard Denavit-Hartenberg builder in Saha's convention (seed 000, Appendix A, Fig. 8).
+"""Standard Denavit-Hartenberg builder in Saha's convention (Saha 2003, Appendix A, Fig. 8).
 
 Frame i (axes X_i, Y_i, Z_i) is attached to link i-1 and Z_i is the axis of joint i.  Link i
 carries frame i+1 and goes from frame i to frame i+1 by

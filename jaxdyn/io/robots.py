@@ -1,4 +1,4 @@
-"""Built-in robots: Saha's Table II (seed 000) and random trees for tests."""
+"""Built-in robots: Saha's Table II (Saha 2003) and random trees for tests."""
 from __future__ import annotations
 
 import numpy as np

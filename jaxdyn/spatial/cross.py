@@ -1,4 +1,4 @@
-"""Spatial cross products (seed 004 Table 1: crm, crf).
+"""Spatial cross products (Featherstone 2010 Table 1: crm, crf).
 
 Motion ``v = [w; vo]``.  ``v x m = [w x mw; w x mv + vo x mw]`` and ``v x* f = -(v x)^T f``.
 """

@@ -87,7 +87,7 @@ def from_vector(p) -> Inertia:
 def pseudo_inertia(I: Inertia):
     """4x4 pseudo-inertia J = [[Sigma, h], [h^T, m]] with Sigma = tr(Ibar)/2 1 - Ibar.
 
-    Physical consistency <=> J is positive (semi)definite (Wensing et al. 2017).
+    Physical consistency <=> J is positive (semi)definite (Wensing, Kim and Slotine 2018).
     """
     Sigma = 0.5 * jnp.trace(I.Ibar) * jnp.eye(3, dtype=I.h.dtype) - I.Ibar
     top = jnp.concatenate([Sigma, I.h[:, None]], 1)

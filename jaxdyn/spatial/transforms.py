@@ -1,6 +1,6 @@
 """Plücker coordinate transforms stored as (E, r).
 
-Conventions (Featherstone, *Rigid Body Dynamics Algorithms*, Table A.2; seed 004 Table 1):
+Conventions (Featherstone, *Rigid Body Dynamics Algorithms*, Table A.2; Featherstone 2010 Table 1):
 
 * A motion vector is ``[omega; v]`` (angular first), a force vector ``[n; f]``.
 * ``X = (E, r)`` is the transform from frame A to frame B, where ``E`` (3, 3) rotates

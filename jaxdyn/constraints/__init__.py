@@ -1,0 +1,4 @@
+"""Closed chains: loop-closure constraints and constrained forward dynamics."""
+from .model import Constraint, ClosedModel, close_loops, KINDS
+from .dynamics import (constrained_forward_dynamics, constraint_jacobian, constraint_residual, constraint_bias,
+                       project_constraints, ConstrainedResult)

@@ -1,0 +1,130 @@
+"""Loop-closure constraints and closed models.
+
+A :class:`Constraint` ties a *contact frame* on body A to one on body B (or to the world):
+
+* ``"point"`` (3 rows): the two contact-frame origins coincide;
+* ``"weld"`` (6 rows): the two contact frames coincide (position and orientation).
+
+``frame_a`` / ``frame_b`` are any names :func:`jaxdyn.frame_pose` accepts (``frame_b=None``
+is the world); ``placement_a`` / ``placement_b`` = (R (3, 3), p (3,)) place the contact frame
+in that frame's coordinates (None: identity).  :func:`close_loops` validates the constraints
+and adds the contact frames to the model as named frames ``"<name>:a"`` / ``"<name>:b"``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import ModelError
+
+KINDS = {"point": 3, "weld": 6}
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraint:
+    """One loop closure (see the module docstring)."""
+    kind: str
+    frame_a: str
+    frame_b: str | None = None
+    placement_a: tuple | None = None
+    placement_b: tuple | None = None
+    name: str | None = None
+
+    @property
+    def rows(self) -> int:
+        return KINDS[self.kind]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClosedModel:
+    """A Model with loop-closure constraints.  ``model`` carries the contact frames;
+    ``frames_a`` / ``frames_b`` are their frame indices (-1 for a world-fixed b with pose
+    ``world_R`` / ``world_p``); ``kinds`` and ``rows`` are static."""
+    model: object
+    kinds: Tuple[str, ...]
+    frames_a: Tuple[int, ...]
+    frames_b: Tuple[int, ...]
+    world_R: jax.Array      # (nc, 3, 3) pose of world-fixed contact frames b (identity otherwise)
+    world_p: jax.Array      # (nc, 3)
+    names: Tuple[str, ...]
+
+    @property
+    def m(self) -> int:
+        """Number of constraint rows."""
+        return sum(KINDS[k] for k in self.kinds)
+
+    def replace(self, **kw):
+        return dataclasses.replace(self, **kw)
+
+
+jax.tree_util.register_dataclass(ClosedModel, data_fields=["model", "world_R", "world_p"],
+                                 meta_fields=["kinds", "frames_a", "frames_b", "names"])
+
+
+def _placement(pl, what):
+    if pl is None:
+        return np.eye(3), np.zeros(3)
+    try:
+        R, p = pl
+        R, p = np.asarray(R, float), np.asarray(p, float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what} must be (R (3, 3), p (3,)), got {pl!r}") from None
+    if R.shape != (3, 3) or p.shape != (3,) or not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
+        raise ModelError(f"{what} must be (R (3, 3), p (3,)) with finite entries, got shapes {R.shape}, {p.shape}")
+    if not np.allclose(R @ R.T, np.eye(3), atol=1e-9) or np.linalg.det(R) < 0:
+        raise ModelError(f"{what}: R is not a rotation matrix (R R^T != 1 or det R < 0)")
+    return R, p
+
+
+def close_loops(model, constraints) -> ClosedModel:
+    """Validate ``constraints`` against ``model`` and return a :class:`ClosedModel`.
+
+    Raises :class:`~jaxdyn.errors.ModelError` naming the constraint for an unknown kind, a
+    missing frame, a placement that is not a rotation, or a constraint from a body to itself.
+    """
+    constraints = list(constraints)
+    if not constraints:
+        raise ModelError("close_loops needs at least one Constraint")
+    fnames = list(model.frame_names)
+    fbody = [int(b) for b in np.asarray(model.frame_body)]
+    fE, fr = list(np.asarray(model.frame_E)), list(np.asarray(model.frame_r))
+    kinds, fa, fb, wR, wp, names = [], [], [], [], [], []
+    for i, c in enumerate(constraints):
+        if not isinstance(c, Constraint):
+            raise ModelError(f"constraint {i}: expected jaxdyn.Constraint, got {type(c).__name__}")
+        nm = c.name or f"c{i}"
+        if c.kind not in KINDS:
+            raise ModelError(f"constraint {nm!r}: unknown kind {c.kind!r}; kinds are {sorted(KINDS)}")
+        bodies = []
+        for side, frame, pl in (("a", c.frame_a, c.placement_a), ("b", c.frame_b, c.placement_b)):
+            R, p = _placement(pl, f"constraint {nm!r}: placement_{side}")
+            if frame is None:
+                if side == "a":
+                    raise ModelError(f"constraint {nm!r}: frame_a is required")
+                bodies.append(-1)
+                wR.append(R); wp.append(p); fb.append(-1)
+                continue
+            if frame not in model.frame_names:
+                raise ModelError(f"constraint {nm!r}: model {model.name!r} has no frame {frame!r}")
+            j = model.frame_names.index(frame)
+            b = fbody[j]
+            Rf = fE[j].T                                   # frame axes in body coordinates
+            fnames.append(f"{nm}:{side}"); fbody.append(b)
+            fE.append((Rf @ R).T); fr.append(fr[j] + Rf @ p)
+            (fa if side == "a" else fb).append(len(fnames) - 1)
+            if side == "b":
+                wR.append(np.eye(3)); wp.append(np.zeros(3))
+            bodies.append(b)
+        if bodies[0] == bodies[1]:
+            raise ModelError(f"constraint {nm!r}: frames {c.frame_a!r} and {c.frame_b!r} are on the same "
+                             "body; a constraint must join two different bodies (or a body and the world)")
+        kinds.append(c.kind); names.append(nm)
+    m2 = model.replace(frame_body=jnp.asarray(np.asarray(fbody, np.int32)),
+                       frame_E=jnp.asarray(np.stack(fE)), frame_r=jnp.asarray(np.stack(fr)),
+                       frame_names=tuple(fnames))
+    return ClosedModel(m2, tuple(kinds), tuple(fa), tuple(fb), jnp.asarray(np.stack(wR)),
+                       jnp.asarray(np.stack(wp)), tuple(names))
