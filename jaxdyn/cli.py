@@ -17,10 +17,29 @@ def _robot(name):
         return jaxdyn.load_urdf(name[5:])
     builders = {"puma560": jaxdyn.robots.puma560, "stanford_arm": jaxdyn.robots.stanford_arm,
                 "planar3": jaxdyn.robots.planar3}
+    if name in jaxdyn.mechanisms.MECHANISMS:
+        return jaxdyn.mechanisms.MECHANISMS[name]()          # (ClosedModel, q0)
     if name not in builders:
         from .errors import ConfigError
-        raise ConfigError(f"robot.name {name!r} unknown; use one of {sorted(builders)} or urdf:PATH")
+        raise ConfigError(f"robot.name {name!r} unknown; use one of "
+                          f"{sorted(builders) + sorted(jaxdyn.mechanisms.MECHANISMS)} or urdf:PATH")
     return builders[name]()
+
+
+def _hold(model, q_ref, kp, kd):
+    """PD controller holding the actuated joints at q_ref: tau = kp (q_ref - q) - kd qd on every
+    dof except free-flyer ones (unactuated)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    import jaxdyn
+    from .model import joints as J
+    act = np.ones(model.nv)
+    for i in range(model.nb):
+        if int(model.jtype[i]) == J.FREE:
+            act[np.asarray(model.vidx[i])[np.asarray(model.vidx[i]) < model.nv]] = 0.0
+    act, q_ref = jnp.asarray(act), jnp.asarray(q_ref)
+    return lambda t, q, qd: act * (kp * jaxdyn.difference(model, q, q_ref) - kd * qd)
 
 
 def _positive_int(s):
@@ -60,10 +79,13 @@ def simulate(args):
     if args.robot:
         cfg["robot"]["name"] = args.robot
         cfg["name"] = cfg["name"] + "_" + os.path.splitext(os.path.basename(args.robot))[0]
-    model = _robot(cfg["robot"]["name"])
+    built = _robot(cfg["robot"]["name"])
+    closed, q_closed = built if isinstance(built, tuple) else (None, None)
+    model = closed.model if closed is not None else built
     sim, ctl = cfg["simulation"], cfg["control"]
     init = cfg.get("initial", {})
-    q0 = np.asarray(init.get("q0", np.asarray(jaxdyn.neutral(model))), float)
+    q_default = q_closed if closed is not None else np.asarray(jaxdyn.neutral(model))
+    q0 = np.asarray(init.get("q0", q_default), float)
     qd0 = np.asarray(init.get("qd0", np.zeros(model.nv)), float)
     if args.robot:
         q0, qd0 = np.asarray(jaxdyn.neutral(model)), np.zeros(model.nv)
@@ -75,11 +97,15 @@ def simulate(args):
     if not np.allclose(qn, q0, atol=1e-9):
         print("warning: initial.q0 had non-unit quaternions; normalized", file=sys.stderr)
         q0 = qn
+    if closed is not None:      # consistent initial conditions on the constraint manifold
+        q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
     T, dt = sim["T"], sim["dt"]
     steps = sim_steps(cfg)
     traj_fn = None
     if ctl["type"] == "zero":
         ctrl = jaxdyn.zero_torque(model)
+    elif ctl["type"] == "hold":
+        ctrl = _hold(model, q0, ctl.get("kp", 100.0), ctl.get("kd", 20.0))
     else:
         qT = np.asarray(ctl["q_final"], float)
         if qT.shape != (model.nv,):
@@ -91,9 +117,12 @@ def simulate(args):
     n_chunks = 20 if steps % 20 == 0 else 1
     per = steps // n_chunks
 
+    stab = tuple(sim["stabilization"]) if "stabilization" in sim else None
+
     def run_chunk(q, qd, t0):
-        return jaxdyn.rollout(model, q, qd, ctrl, dt, per, stepper=sim["integrator"], method=sim["method"],
-                              rtol=sim["rtol"], atol=sim["atol"], t0=t0)
+        return jaxdyn.rollout(closed if closed is not None else model, q, qd, ctrl, dt, per,
+                              stepper=sim["integrator"], method=sim["method"], rtol=sim["rtol"], atol=sim["atol"],
+                              t0=t0, stabilization=stab)
 
     batch = max(1, int(args.batch))
     key = jax.random.PRNGKey(0)
@@ -125,7 +154,11 @@ def simulate(args):
     Qs = np.concatenate([np.asarray(p.q) for p in parts], 1)
     Vs = np.concatenate([np.asarray(p.qd) for p in parts], 1)
     Ts = np.concatenate([np.asarray(p.tau) for p in parts], 1)
-    summary = write_outputs(out, model, cfg, t, Qs, Vs, Ts, traj_fn, acc, rej, wall)
+    drift = None
+    if closed is not None:
+        res = jax.jit(jax.vmap(lambda q: jaxdyn.constraint_residual(closed, q)))(jnp.asarray(Qs[0]))
+        drift = np.abs(np.asarray(res)).max(1)
+    summary = write_outputs(out, model, cfg, t, Qs, Vs, Ts, traj_fn, acc, rej, wall, drift=drift)
     print(summary)
     return 0
 

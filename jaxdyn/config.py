@@ -10,7 +10,8 @@ from .errors import ConfigError
 
 SCHEMA = {
     "robot": {"name": str},
-    "simulation": {"T": float, "dt": float, "integrator": str, "rtol": float, "atol": float, "method": str},
+    "simulation": {"T": float, "dt": float, "integrator": str, "rtol": float, "atol": float, "method": str,
+                   "stabilization": list},
     "initial": {"q0": list, "qd0": list},
     "control": {"type": str, "q_final": list, "kp": float, "kd": float},
 }
@@ -99,13 +100,19 @@ def validate(raw: dict, name: str) -> dict:
         raise ConfigError(f"{name}: simulation.T / simulation.dt = {ratio:.3g} samples; at most {MAX_STEPS} "
                           "are allowed (lengthen dt or shorten T)")
     from .dynamics.forward import methods
-    if s["method"] not in methods():
-        raise ConfigError(f"{name}: simulation.method must be one of {list(methods())}, got {s['method']!r}")
+    from .io.mechanisms import MECHANISMS
+    closed = cfg["robot"]["name"] in MECHANISMS
+    allowed = ("schur", "kkt", "aba") if closed else methods()
+    if s["method"] not in allowed:
+        raise ConfigError(f"{name}: simulation.method must be one of {list(allowed)}, got {s['method']!r}")
+    if "stabilization" in s and (len(s["stabilization"]) != 2 or min(s["stabilization"]) < 0):
+        raise ConfigError(f"{name}: simulation.stabilization must be [alpha, beta] >= 0 (Baumgarte gains), "
+                          f"got {s['stabilization']!r}")
     if s["integrator"] not in ("euler", "rk4", "rkf45", "abm"):
         raise ConfigError(f"{name}: simulation.integrator must be euler|rk4|rkf45|abm, got {s['integrator']!r}")
-    if cfg["control"]["type"] not in ("zero", "feedforward", "computed_torque"):
-        raise ConfigError(f"{name}: control.type must be zero|feedforward|computed_torque")
-    if cfg["control"]["type"] != "zero" and "q_final" not in cfg["control"]:
+    if cfg["control"]["type"] not in ("zero", "feedforward", "computed_torque", "hold"):
+        raise ConfigError(f"{name}: control.type must be zero|feedforward|computed_torque|hold")
+    if cfg["control"]["type"] not in ("zero", "hold") and "q_final" not in cfg["control"]:
         raise ConfigError(f"{name}: control.q_final is required for control.type = "
                           f"{cfg['control']['type']!r}")
     return cfg

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from . import spatial as sp
-from .model.configuration import _gather
+from .model.configuration import gather
 from .model.joints import jcalc
 from .model.model import Model, check_state
 from .tree import forward_sweep
@@ -30,7 +30,7 @@ def joint_transforms(model: Model, q, bodies=slice(None), types=None, k=None):
     bodies, ``model.types``, ``model.k``)."""
     types = model.types if types is None else types
     k = model.k if k is None else k
-    qj = _gather(q, model.qidx[bodies])
+    qj = gather(q, model.qidx[bodies])
 
     def one(t, axis, pitch, qq, E, r):
         XJ, S = jcalc(types, k, t, axis, pitch, qq)
@@ -75,7 +75,7 @@ def forward_kinematics(model: Model, q):
     return jnp.swapaxes(X0.E[:-1], -1, -2), X0.r[:-1]
 
 
-def _frame_index(model, name_or_id):
+def frame_index(model, name_or_id):
     """Frame index: names are resolved in Python, integers (possibly traced) pass through."""
     return model.frame_id(name_or_id) if isinstance(name_or_id, str) else name_or_id
 
@@ -95,15 +95,15 @@ def _by_index(fn):
     def wrapper(model, *args, **kw):
         args = list(args)
         if "name" in kw:
-            kw["name"] = jnp.asarray(_frame_index(model, kw["name"]), jnp.int32)
+            kw["name"] = jnp.asarray(frame_index(model, kw["name"]), jnp.int32)
         else:
-            args[pos] = jnp.asarray(_frame_index(model, args[pos]), jnp.int32)
+            args[pos] = jnp.asarray(frame_index(model, args[pos]), jnp.int32)
         return jitted(model, *args, **kw)
 
     return wrapper
 
 
-def _frame_X0(model, X0, fid):
+def frame_X0(model, X0, fid):
     """0 -> frame Transform of frame fid, given 0->body transforms X0 (nb+1)."""
     b = jnp.where(model.frame_body[fid] < 0, model.nb, model.frame_body[fid])
     Xb = sp.Transform(X0.E[b], X0.r[b])
@@ -113,9 +113,9 @@ def _frame_X0(model, X0, fid):
 def frame_pose(model: Model, q, name):
     """World pose of a named frame: (R (3, 3) frame->world rotation, p (3,) origin)."""
     check_state(model, q=q)
-    fid = _frame_index(model, name)
+    fid = frame_index(model, name)
     Xup, _ = joint_transforms(model, q)
-    Xf, _ = _frame_X0(model, world_transforms(model, Xup), fid)
+    Xf, _ = frame_X0(model, world_transforms(model, Xup), fid)
     return Xf.E.T, Xf.r
 
 
@@ -125,7 +125,7 @@ def frame_poses(model: Model, q):
     check_state(model, q=q)
     Xup, _ = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
-    Xf, _ = jax.vmap(lambda i: _frame_X0(model, X0, i))(jnp.arange(model.frame_body.shape[0]))
+    Xf, _ = jax.vmap(lambda i: frame_X0(model, X0, i))(jnp.arange(model.frame_body.shape[0]))
     return jnp.swapaxes(Xf.E, -1, -2), Xf.r
 
 
@@ -154,12 +154,12 @@ def _scatter_cols(model: Model, blocks):
     return out.at[:, model.vidx.reshape(-1)].add(cols)[:, :-1]
 
 
-def _to_pin(m6):
+def to_pin_order(m6):
     """Angular-first (6, ...) -> Pinocchio's linear-first."""
     return jnp.concatenate([m6[3:], m6[:3]], 0)
 
 
-def _change_reference(J0, Xf, reference):
+def change_reference(J0, Xf, reference):
     """World-frame motion quantity (6, n) (angular-first) -> reference frame."""
     if reference == "world":
         return J0
@@ -173,14 +173,14 @@ def _change_reference(J0, Xf, reference):
 def frame_jacobian(model: Model, q, name, reference="world"):
     """Jacobian (6, nv) of a named frame, rows [linear; angular] (Pinocchio's getFrameJacobian)."""
     check_state(model, q=q)
-    fid = _frame_index(model, name)
+    fid = frame_index(model, name)
     Xup, S = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
-    Xf, b = _frame_X0(model, X0, fid)
+    Xf, b = frame_X0(model, X0, fid)
     mask = ancestors(model)[b]
     S0 = motion_subspaces_world(model, X0, S) * mask[:, None, None]
     J0 = _scatter_cols(model, S0)
-    return _to_pin(_change_reference(J0, Xf, reference))
+    return to_pin_order(change_reference(J0, Xf, reference))
 
 
 def body_velocities(model: Model, q, qd, qdd=None, a0=None):
@@ -190,8 +190,8 @@ def body_velocities(model: Model, q, qd, qdd=None, a0=None):
     """
     Xup, S = joint_transforms(model, q)
     dt = Xup.r.dtype
-    qdj = _gather(qd, model.vidx)
-    qddj = _gather(jnp.zeros_like(qd) if qdd is None else qdd, model.vidx)
+    qdj = gather(qd, model.vidx)
+    qddj = gather(jnp.zeros_like(qd) if qdd is None else qdd, model.vidx)
     a0 = jnp.zeros(6, dt) if a0 is None else a0
 
     def step(pa, x):
@@ -207,14 +207,14 @@ def body_velocities(model: Model, q, qd, qdd=None, a0=None):
 
 
 def _frame_motion(model, q, qd, qdd, name, reference, which):
-    fid = _frame_index(model, name)
+    fid = frame_index(model, name)
     v, a, Xup, S = body_velocities(model, q, qd, qdd)
     X0 = world_transforms(model, Xup)
-    Xf, b = _frame_X0(model, X0, fid)
+    Xf, b = frame_X0(model, X0, fid)
     Xb = sp.Transform(X0.E[b], X0.r[b])
     m_body = (v if which == "v" else a)[b]
     m0 = sp.apply_motion_inv(Xb, m_body)
-    return _to_pin(_change_reference(m0[:, None], Xf, reference)[:, 0])
+    return to_pin_order(change_reference(m0[:, None], Xf, reference)[:, 0])
 
 
 def frame_velocity(model: Model, q, qd, name, reference="local"):
@@ -275,7 +275,7 @@ def inverse_kinematics(model: Model, name, R_target, p_target, q0, *, max_iters=
     from .model.configuration import integrate
     from .spatial.rotations import log3
 
-    fid = _frame_index(model, name)
+    fid = frame_index(model, name)
     rows = 3 if position_only else 6
 
     def err(q):

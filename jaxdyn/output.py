@@ -13,8 +13,9 @@ def _unit(model, j):
     return ("m", "m/s", "N") if t == J.PRISMATIC else ("rad", "rad/s", "N m")
 
 
-def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wall):
-    """Q, V, Tau: (batch, steps + 1, n).  Writes files for copy 0; returns the summary text."""
+def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wall, drift=None):
+    """Q, V, Tau: (batch, steps + 1, n).  Writes files for copy 0; returns the summary text.
+    ``drift`` (steps + 1,): max |constraint residual| per sample of a closed model (plotted)."""
     import jax
     import matplotlib
     matplotlib.use("Agg")
@@ -33,15 +34,15 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     forced = traj_fn is not None
     qdes = np.asarray(jax.vmap(lambda tt: traj_fn(tt)[0])(t)) if forced else None
 
-    cols = 3 if nv > 3 else nv
-    rows = int(np.ceil(nv / cols))
-
     def panels(title, series, ylabel, fname, desired=None):
-        """One panel per joint (Figs. 4-6): series (steps + 1, nv), optional dashed desired."""
+        """One panel per column (Figs. 4-6): series (steps + 1, n), optional dashed desired."""
+        ncol = series.shape[1]
+        cols = 3 if ncol > 3 else max(ncol, 1)
+        rows = max(int(np.ceil(ncol / cols)), 1)
         fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
         fig.suptitle(title)
         axs = axs.ravel()
-        for j in range(nv):
+        for j in range(ncol):
             axs[j].plot(t, series[:, j], label="simulated")
             if desired is not None:
                 axs[j].plot(t, desired[:, j], "--", label="desired (eq. 18)")
@@ -50,15 +51,15 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
             axs[j].grid(alpha=0.3)
         if desired is not None:
             axs[0].legend(fontsize=7)
-        for ax in axs[nv:]:
+        for ax in axs[ncol:]:
             ax.set_visible(False)
         fig.tight_layout()
         fig.savefig(os.path.join(out, fname), dpi=90)
         plt.close(fig)
         files.append(fname)
 
-    panels(f"{cfg['name']}: joint positions ({model.name})", q, lambda j: f"joint {j + 1} ({_unit(model, j)[0]})",
-           "joints.png", qdes)
+    qlabel = (lambda j: f"joint {j + 1} ({_unit(model, j)[0]})") if n == nv else (lambda j: f"q[{j}]")
+    panels(f"{cfg['name']}: joint positions ({model.name})", q, qlabel, "joints.png", qdes)
     if forced:  # Fig. 5: the feed-forward torques
         panels(f"{cfg['name']}: joint torques / forces", tau, lambda j: f"tau {j + 1} ({_unit(model, j)[2]})",
                "torques.png")
@@ -84,13 +85,27 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         plt.close(fig)
         files.append("ee.png")
 
+    if drift is not None:
+        fig, ax = plt.subplots(figsize=(6, 3.2))
+        ax.semilogy(t, np.maximum(drift, 1e-18))
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("max |constraint residual| (m, rad)")
+        stab = cfg["simulation"].get("stabilization")
+        ax.set_title(f"{cfg['name']}: constraint drift (Baumgarte {stab if stab else 'off'})")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "drift.png"), dpi=90)
+        plt.close(fig)
+        files.append("drift.png")
     E = np.asarray(jax.vmap(lambda a, b: jaxdyn.kinetic_energy(model, a, b) + jaxdyn.potential_energy(model, a))(q, v))
-    drift = float(np.max(np.abs(E - E[0])) / max(1e-12, np.max(np.abs(E))))
+    e_drift = float(np.max(np.abs(E - E[0])) / max(1e-12, np.max(np.abs(E))))
     lines = [f"config        {cfg['name']}", f"robot         {model.name} (nq={model.nq}, nv={model.nv})",
              f"integrator    {cfg['simulation']['integrator']}  dt={cfg['simulation']['dt']}  T={t[-1]:.3f} s",
              f"samples       {len(t)}", f"internal steps accepted {accepted}, rejected {rejected}",
-             f"energy drift  {drift:.3e} (max |E - E0| / max |E|{'; torques do work' if forced else ''})",
+             f"energy drift  {e_drift:.3e} (max |E - E0| / max |E|{'; torques do work' if forced else ''})",
              f"wall time     {wall:.2f} s", f"batch         {Q.shape[0]}"]
+    if drift is not None:
+        lines.append(f"constraints   max drift {float(np.max(drift)):.3e} (max |residual| over the run)")
     if forced:
         dev = np.abs(q - qdes).max(1)
         k = np.argmax(dev > 1e-2) if np.any(dev > 1e-2) else None

@@ -2,3 +2,16 @@
 from .model import Constraint, ClosedModel, close_loops, KINDS
 from .dynamics import (constrained_forward_dynamics, constraint_jacobian, constraint_residual, constraint_bias,
                        project_constraints, ConstrainedResult)
+
+__all__ = [
+    "Constraint",
+    "ClosedModel",
+    "close_loops",
+    "KINDS",
+    "constrained_forward_dynamics",
+    "constraint_jacobian",
+    "constraint_residual",
+    "constraint_bias",
+    "project_constraints",
+    "ConstrainedResult",
+]

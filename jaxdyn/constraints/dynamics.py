@@ -5,8 +5,9 @@ Equations (rows in world-aligned axes, Pinocchio's LOCAL_WORLD_ALIGNED, [linear;
     M qdd + h = tau + K^T lam,        K qdd + k = -(2 alpha K qd + beta^2 r)
 
 with r(q) the residual (point: p_a - p_b, the world positions of the two contact-frame
-origins; weld: [p_a - p_b; log3(R_a R_b^T)]), K = d r / dq in the tangent space
-(:func:`constraint_jacobian`; the angular rows of a weld are omega_a - omega_b), and
+origins; weld: [p_a - p_b; log3(R_a R_b^T)]; revolute and subspace: phi^T R_a^T times the weld
+residual, in frame A's axes), K = d r / dq in the tangent space (:func:`constraint_jacobian`;
+the angular rows of a weld are omega_a - omega_b), and
 k = K-dot qd, the classical acceleration of the constraint at qdd = 0 (exact: from the frames'
 spatial accelerations plus omega x v, no finite differences).  Linear rows are exact second
 derivatives of r; angular weld rows are exact derivatives of the relative angular velocity.
@@ -37,7 +38,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..dynamics.aba import minv
+from ..dynamics.minv import minv
 from ..dynamics.crba import crba
 from ..dynamics.forward import forward_dynamics
 from ..dynamics.rnea import rnea
@@ -46,7 +47,7 @@ from ..kinematics import frame_classical_acceleration, frame_jacobian, frame_pos
 from ..model.configuration import integrate
 from ..model.model import check_state
 from ..spatial.rotations import log3
-from .model import KINDS, ClosedModel
+from .model import ClosedModel
 
 PROX_ITERS = 4
 RANK_TOL = 1e-9
@@ -80,34 +81,53 @@ def _side(cm, q, qd, i, side, want):
     return frame_classical_acceleration(m, q, qd, jnp.zeros_like(qd), f, "local_world_aligned")
 
 
-def _rows(kind, x6):
-    return x6[:3] if kind == "point" else x6
+def _frame_rows(cm, i, q, x6, qd=None):
+    """Rows of constraint i from a world-aligned 6-vector (or (6, n) matrix) x6 [linear; angular]
+    of frame A relative to frame B: point -> linear rows; weld -> all; revolute / subspace ->
+    phi^T R_a^T x6 in frame A's axes.  With qd given, x6 is the bias acceleration and the term
+    of the rotating axes, -phi^T R_a^T [omega_a x dv; omega_a x domega], is added."""
+    kind = cm.kinds[i]
+    if kind == "point":
+        return x6[:3]
+    if kind == "weld":
+        return x6
+    Ra, _ = _side(cm, q, None, i, "a", "pose")
+    if qd is not None:
+        va, vb = _side(cm, q, qd, i, "a", "vel"), _side(cm, q, qd, i, "b", "vel")
+        w, dv = va[3:], va - vb
+        x6 = x6 - jnp.concatenate([jnp.cross(w, dv[:3]), jnp.cross(w, dv[3:])])
+    Rt = Ra.T
+    local = jnp.concatenate([Rt @ x6[:3], Rt @ x6[3:]]) if x6.ndim == 1 else \
+        jnp.concatenate([Rt @ x6[:3], Rt @ x6[3:]], 0)
+    return cm.phis[i].astype(local.dtype).T @ local
 
 
 def constraint_residual(cm: ClosedModel, q):
-    """r(q) (m,): point p_a - p_b; weld [p_a - p_b; log3(R_a R_b^T)] (world axes)."""
+    """r(q) (m,): point p_a - p_b; weld [p_a - p_b; log3(R_a R_b^T)] (world axes); revolute /
+    subspace: phi^T R_a^T of the weld residual (frame A's axes; zero when the constraint holds)."""
     out = []
     for i, kind in enumerate(cm.kinds):
         Ra, pa = _side(cm, q, None, i, "a", "pose")
         Rb, pb = _side(cm, q, None, i, "b", "pose")
-        out.append(pa - pb)
-        if kind == "weld":
-            out.append(log3(Ra @ Rb.T))
+        x6 = jnp.concatenate([pa - pb, log3(Ra @ Rb.T)])
+        out.append(_frame_rows(cm, i, q, x6))
     return jnp.concatenate(out)
 
 
 @jax.jit
 def constraint_jacobian(cm: ClosedModel, q):
-    """K (m, nv): constraint rows in world-aligned axes (see the module docstring)."""
+    """K (m, nv): constraint rows (see the module docstring)."""
     check_state(cm.model, q=q)
-    return jnp.concatenate([_rows(k, _side(cm, q, None, i, "a", "jac") - _side(cm, q, None, i, "b", "jac"))
-                            for i, k in enumerate(cm.kinds)])
+    return jnp.concatenate([_frame_rows(cm, i, q, _side(cm, q, None, i, "a", "jac") - _side(cm, q, None, i, "b", "jac"))
+                            for i in range(len(cm.kinds))])
 
 
 def constraint_bias(cm: ClosedModel, q, qd):
-    """k = K-dot qd (m,): the constraint's classical acceleration at qdd = 0."""
-    return jnp.concatenate([_rows(k, _side(cm, q, qd, i, "a", "acc") - _side(cm, q, qd, i, "b", "acc"))
-                            for i, k in enumerate(cm.kinds)])
+    """k = K-dot qd (m,): the constraint's acceleration at qdd = 0 (classical accelerations of
+    the contact frames, plus the rotation of frame A's axes for revolute / subspace rows)."""
+    return jnp.concatenate([_frame_rows(cm, i, q, _side(cm, q, qd, i, "a", "acc") - _side(cm, q, qd, i, "b", "acc"),
+                                        qd if cm.kinds[i] in ("revolute", "subspace") else None)
+                            for i in range(len(cm.kinds))])
 
 
 def _diagnostics(A):

@@ -3,7 +3,16 @@
 A :class:`Constraint` ties a *contact frame* on body A to one on body B (or to the world):
 
 * ``"point"`` (3 rows): the two contact-frame origins coincide;
-* ``"weld"`` (6 rows): the two contact frames coincide (position and orientation).
+* ``"weld"`` (6 rows): the two contact frames coincide (position and orientation);
+* ``"revolute"`` (5 rows): as weld, but free to rotate about the common z axis of the contact
+  frames (a hinge closing a loop);
+* ``"subspace"`` (r rows): a user-given constraint subspace ``subspace`` (6, r), columns in
+  contact frame A's axes with rows [linear; angular] (Yamane and Nakamura's K, Lilly and
+  Orin's phi^c): the components ``subspace^T [v_rel; omega_rel]`` of the relative motion of
+  frame A with respect to frame B vanish.
+
+point and weld rows are in world axes (Pinocchio's LOCAL_WORLD_ALIGNED contact forces);
+revolute and subspace rows are in contact frame A's axes.
 
 ``frame_a`` / ``frame_b`` are any names :func:`jaxdyn.frame_pose` accepts (``frame_b=None``
 is the world); ``placement_a`` / ``placement_b`` = (R (3, 3), p (3,)) place the contact frame
@@ -21,7 +30,8 @@ import numpy as np
 
 from ..errors import ModelError
 
-KINDS = {"point": 3, "weld": 6}
+KINDS = {"point": 3, "weld": 6, "revolute": 5, "subspace": None}
+_REVOLUTE_PHI = np.concatenate([np.eye(6)[:, :3], np.eye(6)[:, 3:5]], 1)     # all but rotation about z
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,10 +43,11 @@ class Constraint:
     placement_a: tuple | None = None
     placement_b: tuple | None = None
     name: str | None = None
+    subspace: object = None
 
     @property
     def rows(self) -> int:
-        return KINDS[self.kind]
+        return KINDS[self.kind] if self.kind != "subspace" else int(np.shape(self.subspace)[1])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,19 +61,21 @@ class ClosedModel:
     frames_b: Tuple[int, ...]
     world_R: jax.Array      # (nc, 3, 3) pose of world-fixed contact frames b (identity otherwise)
     world_p: jax.Array      # (nc, 3)
+    phis: tuple             # per constraint (6, r) subspace in frame-A axes (revolute, subspace)
     names: Tuple[str, ...]
+    rows: Tuple[int, ...]
 
     @property
     def m(self) -> int:
         """Number of constraint rows."""
-        return sum(KINDS[k] for k in self.kinds)
+        return sum(self.rows)
 
     def replace(self, **kw):
         return dataclasses.replace(self, **kw)
 
 
-jax.tree_util.register_dataclass(ClosedModel, data_fields=["model", "world_R", "world_p"],
-                                 meta_fields=["kinds", "frames_a", "frames_b", "names"])
+jax.tree_util.register_dataclass(ClosedModel, data_fields=["model", "world_R", "world_p", "phis"],
+                                 meta_fields=["kinds", "frames_a", "frames_b", "names", "rows"])
 
 
 def _placement(pl, what):
@@ -92,13 +105,23 @@ def close_loops(model, constraints) -> ClosedModel:
     fnames = list(model.frame_names)
     fbody = [int(b) for b in np.asarray(model.frame_body)]
     fE, fr = list(np.asarray(model.frame_E)), list(np.asarray(model.frame_r))
-    kinds, fa, fb, wR, wp, names = [], [], [], [], [], []
+    kinds, fa, fb, wR, wp, names, phis, rows = [], [], [], [], [], [], [], []
     for i, c in enumerate(constraints):
         if not isinstance(c, Constraint):
             raise ModelError(f"constraint {i}: expected jaxdyn.Constraint, got {type(c).__name__}")
         nm = c.name or f"c{i}"
         if c.kind not in KINDS:
             raise ModelError(f"constraint {nm!r}: unknown kind {c.kind!r}; kinds are {sorted(KINDS)}")
+        if c.kind == "subspace":
+            phi = np.asarray(c.subspace, float) if c.subspace is not None else None
+            if phi is None or phi.ndim != 2 or phi.shape[0] != 6 or not 1 <= phi.shape[1] <= 6 \
+                    or not np.all(np.isfinite(phi)) or np.linalg.matrix_rank(phi) < phi.shape[1]:
+                raise ModelError(f"constraint {nm!r}: kind 'subspace' needs subspace= a (6, r) matrix of rank r, "
+                                 f"1 <= r <= 6, got {None if phi is None else phi.shape}")
+        elif c.subspace is not None:
+            raise ModelError(f"constraint {nm!r}: subspace= is only for kind 'subspace'")
+        else:
+            phi = _REVOLUTE_PHI if c.kind == "revolute" else np.eye(6)[:, :KINDS[c.kind]]
         bodies = []
         for side, frame, pl in (("a", c.frame_a, c.placement_a), ("b", c.frame_b, c.placement_b)):
             R, p = _placement(pl, f"constraint {nm!r}: placement_{side}")
@@ -122,9 +145,9 @@ def close_loops(model, constraints) -> ClosedModel:
         if bodies[0] == bodies[1]:
             raise ModelError(f"constraint {nm!r}: frames {c.frame_a!r} and {c.frame_b!r} are on the same "
                              "body; a constraint must join two different bodies (or a body and the world)")
-        kinds.append(c.kind); names.append(nm)
+        kinds.append(c.kind); names.append(nm); phis.append(jnp.asarray(phi)); rows.append(phi.shape[1])
     m2 = model.replace(frame_body=jnp.asarray(np.asarray(fbody, np.int32)),
                        frame_E=jnp.asarray(np.stack(fE)), frame_r=jnp.asarray(np.stack(fr)),
                        frame_names=tuple(fnames))
     return ClosedModel(m2, tuple(kinds), tuple(fa), tuple(fb), jnp.asarray(np.stack(wR)),
-                       jnp.asarray(np.stack(wp)), tuple(names))
+                       jnp.asarray(np.stack(wp)), tuple(phis), tuple(names), tuple(rows))

@@ -127,31 +127,3 @@ def velocity_terms(model: Model, Xup, S, qd, f_ext=None, f_ext_frame="local"):
     _, (c, pA) = forward_sweep(_aba_pass1_step, model, jnp.zeros(6, dt),
                                (Xup, S, per_body(model, qd), I6, fx))
     return c, pA
-
-
-@partial(jax.jit, static_argnames=('method',))
-def minv(model: Model, q, method="aba"):
-    """M(q)^-1 (nv, nv).
-
-    ``method="aba"``: one ABA factorization, then the tau-linear passes for each unit vector
-    (O(n nv)).  ``"cholesky"``: CRBA + Cholesky inverse.  ``"operator"`` (Rodriguez-Kreutz
-    innovations inverse) is added with the operator algorithms.
-    """
-    check_state(model, q=q)
-    if method == "cholesky":
-        from .crba import crba
-        M = crba(model, q)
-        L = jnp.linalg.cholesky(M)
-        Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(model.nv, dtype=M.dtype), lower=True)
-        return Li.T @ Li
-    if method == "operator":
-        from .operator import minv_operator
-        return minv_operator(model, q)
-    if method != "aba":
-        raise ValueError(f"unknown minv method {method!r}; use 'aba', 'cholesky' or 'operator'")
-    fac = aba_factor(model, q)
-    dt = fac.Xup.r.dtype
-    z = jnp.zeros((model.nb, 6), dt)
-    cols = jax.vmap(lambda e: aba_solve(model, fac, z, z, e, jnp.zeros(6, dt)))(jnp.eye(model.nv, dtype=dt))
-    Mi = cols.T
-    return 0.5 * (Mi + Mi.T)

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial as sp
-from ..model.configuration import _gather
+from ..model.configuration import gather
 from ..model.model import Model
 from ..errors import ShapeError
 
@@ -36,7 +36,7 @@ def gravity_acceleration(model: Model, gravity=None):
 
 def per_body(model: Model, x):
     """Gather an (nv,) vector into (nb, k) per-body joint slots (0 on unused slots)."""
-    return _gather(x, model.vidx)
+    return gather(x, model.vidx)
 
 
 def scatter_dofs(model: Model, vals, base=None):

@@ -27,7 +27,8 @@ from jax import lax
 from ..errors import ArgumentError, ShapeError
 from ..model.configuration import integrate
 from ..model.model import Model, check_state
-from .aba import aba, minv
+from .aba import aba
+from .minv import minv
 from .crba import crba
 from .rnea import rnea
 

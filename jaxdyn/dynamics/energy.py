@@ -38,6 +38,7 @@ def potential_energy(model: Model, q):
 
 
 def total_mass(model: Model):
+    """Total mass of the model (sum over bodies), ().  Stacked models: per robot under vmap."""
     return jnp.sum(model.mass)
 
 

@@ -9,17 +9,8 @@ import jax.numpy as jnp
 from ..model.model import Model, check_state
 from .aba import aba
 from .crba import crba
+from .registry import FD_METHODS as _METHODS, methods, register_method
 from .rnea import rnea
-
-_METHODS = {}
-
-
-def register_method(name):
-    def deco(fn):
-        _METHODS[name] = fn
-        return fn
-    return deco
-
 
 @register_method("aba")
 def _fd_aba(model, q, qd, tau, f_ext=None, gravity=None):
@@ -32,12 +23,6 @@ def _fd_crba(model, q, qd, tau, f_ext=None, gravity=None):
     M = crba(model, q)
     h = rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
     return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
-
-
-def methods():
-    """Names accepted by ``forward_dynamics(method=...)`` (the seed modules register theirs when
-    ``jaxdyn.dynamics`` is imported)."""
-    return tuple(sorted(_METHODS))
 
 
 @partial(jax.jit, static_argnames=('method',))

@@ -43,7 +43,7 @@ from ..tree import backward_sweep, forward_sweep
 from .aba import aba_factor, velocity_terms
 from .common import (body_inertia_matrices, dof_blocks, dof_mask, gravity_acceleration, per_body,
                      scatter_dofs)
-from .forward import register_method
+from .registry import register_method, register_minv
 from .rnea import rnea
 
 
@@ -73,10 +73,10 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
     :func:`jaxdyn.dynamics.aba.aba_factor` and Rodriguez and Kreutz's (1988) operators are formed from it.
     """
     check_state(model, q=q)
-    return _factors(model, q)
+    return factors_unchecked(model, q)
 
 
-def _factors(model, q):
+def factors_unchecked(model, q):
     fac = aba_factor(model, q)
     G = fac.U @ fac.Dinv                                     # P H^T D^-1
     phi = jnp.swapaxes(fac.X6, -1, -2)
@@ -134,10 +134,13 @@ def minv_solve(model: Model, F: InnovationsFactors, T):
 def minv_operator(model: Model, q):
     """M(q)^-1 (nv, nv) as (1 - H Psi L)^T D^-1 (1 - H Psi L), one O(n) solve per column."""
     check_state(model, q=q)
-    F = _factors(model, q)
+    F = factors_unchecked(model, q)
     eye = jnp.eye(model.nv, dtype=F.P.dtype)
     Mi = jax.vmap(lambda e: minv_solve(model, F, e))(eye).T
     return 0.5 * (Mi + Mi.T)
+
+
+register_minv("operator")(minv_operator)      # minv(model, q, method="operator")
 
 
 # -- dense operators (for tests and teaching; O(n^2) memory) ----------------------------------
@@ -150,7 +153,7 @@ def innovations_operators(model: Model, q):
     phi (4.13); column j of (1 - H Psi L) is the whitening filter (4.15) applied to e_j.
     """
     check_state(model, q=q)
-    F = _factors(model, q)
+    F = factors_unchecked(model, q)
     nv, dt = model.nv, F.P.dtype
     eye = jnp.eye(nv, dtype=dt)
 
@@ -217,7 +220,7 @@ def operator_fd1(model: Model, q, qd, tau, f_ext=None, gravity=None):
     (2 sweeps), then the innovations inverse (4.18) as causal filter + anticausal smoother."""
     check_state(model, q=q, qd=qd, tau=tau)
     Tp = tau - rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
-    F = _factors(model, q)
+    F = factors_unchecked(model, q)
     return minv_solve(model, F, Tp)
 
 
@@ -233,7 +236,7 @@ def operator_fd2(model: Model, q, qd, tau, f_ext=None, gravity=None):
     """
     check_state(model, q=q, qd=qd, tau=tau)
     Tp = tau - rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
-    F = _factors(model, q)
+    F = factors_unchecked(model, q)
     nu = _filter(model, F, _per_body_masked(model, Tp))
     thdd, lam = _smooth(model, F, nu)
     a, _ = _bias_terms(model, F, qd, f_ext, jnp.zeros(3, F.P.dtype))
@@ -253,7 +256,7 @@ def operator_fd3(model: Model, q, qd, tau, f_ext=None, gravity=None):
     zeta = phi^T a (anticausal); eps = T - H psi [S L T + M zeta + b + B f(0)] (causal);
     thdd = (1 - H Psi L)^T D^-1 eps (anticausal)."""
     check_state(model, q=q, qd=qd, tau=tau)
-    F = _factors(model, q)
+    F = factors_unchecked(model, q)
     a, b = _bias_terms(model, F, qd, f_ext, gravity)
     Mzeta = jnp.einsum("kij,kj->ki", body_inertia_matrices(model), _zeta(model, F, a))
     Tb = _per_body_masked(model, tau)
@@ -284,7 +287,7 @@ def operator_fd4(model: Model, q, qd, tau, f_ext=None, gravity=None):
     """FD4 (5.13)-(5.17), the 3-sweep algorithm without a separate bias-acceleration sweep:
     V (and a, b) anticausally, then the causal filter (5.16) and the anticausal (5.17)."""
     check_state(model, q=q, qd=qd, tau=tau)
-    F = _factors(model, q)
+    F = factors_unchecked(model, q)
     a, b = _bias_terms(model, F, qd, f_ext, gravity)
     Tb = _per_body_masked(model, tau)
     _, nu = backward_sweep(_fd4_causal_step, model, b, (F.S, F.Dinv, F.psi, F.L, F.P, Tb, a))

@@ -24,11 +24,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial as sp
-from ..kinematics import _change_reference, _frame_X0, _frame_index, _to_pin, ancestors, world_transforms
+from ..kinematics import change_reference, frame_X0, frame_index, to_pin_order, ancestors, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .common import pd_inverse
-from .operator import _factors
+from .operator import factors_unchecked
 
 
 def _lambda_step(Lam_p, x):
@@ -40,17 +40,17 @@ def _lambda_step(Lam_p, x):
 
 @partial(jax.jit, static_argnames=('reference',))
 def _opspace_inv(model, q, fids, reference):
-    F = _factors(model, q)
+    F = factors_unchecked(model, q)
     Lam, _ = forward_sweep(_lambda_step, model, jnp.zeros((6, 6), F.P.dtype), (F.psi, F.S, F.Dinv))
     X0 = world_transforms(model, F.Xup)
     anc = ancestors(model)                       # (nb + 1, nb); row nb (world) is empty
     nb = model.nb
 
     def frame_data(fid):
-        Xf, b = _frame_X0(model, X0, fid)        # world -> frame, and its body
+        Xf, b = frame_X0(model, X0, fid)        # world -> frame, and its body
         body_to_world = sp.to_matrix(sp.inverse(sp.Transform(X0.E[b], X0.r[b])))
         # body motion -> the reported motion, rows [linear; angular] (as frame_jacobian)
-        T = _to_pin(_change_reference(body_to_world, Xf, reference))
+        T = to_pin_order(change_reference(body_to_world, Xf, reference))
         init = jnp.zeros((nb, 6, 6), F.P.dtype).at[b].set(T.T)  # force map frame -> body b
         E, _ = backward_sweep(lambda acc, x: (x @ acc, None), model, init, F.psi)
         return E[:-1], b
@@ -77,7 +77,7 @@ def opspace_inverse_inertia(model: Model, q, frames, reference="local_world_alig
     check_state(model, q=q)
     if isinstance(frames, (str, int)):
         frames = [frames]
-    fids = jnp.asarray([_frame_index(model, f) for f in frames], jnp.int32)
+    fids = jnp.asarray([frame_index(model, f) for f in frames], jnp.int32)
     return _opspace_inv(model, q, fids, reference)
 
 

@@ -5,3 +5,24 @@ from .rkf45 import rkf45_step, rkf45_interval, rkf45_stats, RKFStats
 from .abm import abm4, abm_init, history_at
 from .rollout import (rollout, first_nonfinite, Trajectory, zero_torque, pd, feedforward, computed_torque, cycloidal,
                       STEPPERS)
+
+__all__ = [
+    "semi_implicit_euler",
+    "rk4",
+    "rkf45_step",
+    "rkf45_interval",
+    "rkf45_stats",
+    "RKFStats",
+    "abm4",
+    "abm_init",
+    "history_at",
+    "rollout",
+    "first_nonfinite",
+    "Trajectory",
+    "zero_torque",
+    "pd",
+    "feedforward",
+    "computed_torque",
+    "cycloidal",
+    "STEPPERS",
+]

@@ -14,7 +14,7 @@ from . import joints as J
 from .model import Model, check_state
 
 
-def _gather(x, idx):
+def gather(x, idx):
     """x (n,) -> x[idx] with idx == n reading 0."""
     return jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[idx]
 
@@ -118,8 +118,8 @@ def _difference_joint(t, q0, q1, k):
 def integrate(model: Model, q, v, dt=1.0):
     """q (+) v*dt on the configuration manifold.  q (nq,), v (nv,) -> (nq,)."""
     check_state(model, q=q, v=v)
-    qj = _gather(q, model.qidx)
-    dv = _gather(v * dt, model.vidx)
+    qj = gather(q, model.qidx)
+    dv = gather(v * dt, model.vidx)
     fn = jax.vmap(lambda t, a, b: _select_safe(model.types, t, lambda tt, a: _integrate_joint(tt, a, b, model.nqj), a))
     return _scatter(q, model.qidx, fn(model.jtype, qj, dv))
 
@@ -128,7 +128,7 @@ def integrate(model: Model, q, v, dt=1.0):
 def difference(model: Model, q0, q1):
     """v such that integrate(q0, v, 1) == q1.  (nq,), (nq,) -> (nv,)."""
     check_state(model, q0=q0, q=q1)
-    a, b = _gather(q0, model.qidx), _gather(q1, model.qidx)
+    a, b = gather(q0, model.qidx), gather(q1, model.qidx)
     fn = jax.vmap(lambda t, x, y: _select_safe(model.types, t, lambda tt, x, y: _difference_joint(tt, x, y, model.k), x, y))
     out = fn(model.jtype, a, b)
     return _scatter(jnp.zeros(model.nv, q0.dtype), model.vidx, out)
@@ -186,8 +186,8 @@ def random_configuration(model: Model, key):
     joint has none), uniformly random unit quaternions.  (nq,)."""
     dtype = model.Xtree_r.dtype
     keys = jax.random.split(key, model.nb)
-    lo = _gather(model.q_lower, model.qidx)
-    hi = _gather(model.q_upper, model.qidx)
+    lo = gather(model.q_lower, model.qidx)
+    hi = gather(model.q_upper, model.qidx)
     fn = jax.vmap(lambda t, kk, l, h: _select(model.types, t,
                                              lambda tt: _random_joint(tt, kk, l, h, model.nqj, dtype)))
     return _scatter(jnp.zeros(model.nq, dtype), model.qidx, fn(model.jtype, keys, lo, hi))
@@ -208,4 +208,4 @@ def normalize(model: Model, q):
                 return qj.at[2:4].set(qj[2:4] / jnp.linalg.norm(qj[2:4]))
             return qj
         return _select_safe(model.types, t, f, qj)
-    return _scatter(q, model.qidx, jax.vmap(one)(model.jtype, _gather(q, model.qidx)))
+    return _scatter(q, model.qidx, jax.vmap(one)(model.jtype, gather(q, model.qidx)))

@@ -47,10 +47,12 @@ from ..errors import ModelError, ShapeError
 from . import joints as J
 from .validate import check_inertia
 
-_DATA = ("parent", "jtype", "qidx", "vidx", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com",
-         "inertia", "armature", "damping", "v_pad", "q_lower", "q_upper", "frame_body", "frame_E",
-         "frame_r", "gravity")
-_META = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names", "frame_names", "name")
+DATA_FIELDS = ("parent", "jtype", "qidx", "vidx", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com",
+               "inertia", "armature", "damping", "v_pad", "q_lower", "q_upper", "frame_body", "frame_E",
+               "frame_r", "gravity")
+"""Array leaves of a Model (traced under jit, batched by ``stack``)."""
+META_FIELDS = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names", "frame_names", "name")
+"""Static metadata of a Model (part of the jit cache key)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +108,7 @@ class Model:
         return f"Model({self.name!r}, nb={self.nb}, nq={self.nq}, nv={self.nv}, joints={{{kinds}}})"
 
 
-jax.tree_util.register_dataclass(Model, data_fields=list(_DATA), meta_fields=list(_META))
+jax.tree_util.register_dataclass(Model, data_fields=list(DATA_FIELDS), meta_fields=list(META_FIELDS))
 
 
 def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pitch=None,

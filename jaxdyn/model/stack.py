@@ -80,9 +80,9 @@ def stack(models: Sequence[Model]) -> Model:
     if any(m.nb < dims["nb"] for m in models):
         types.add(J.FIXED)
     padded = [pad(m, **dims, types=types) for m in models]
-    from .model import _DATA
+    from .model import DATA_FIELDS
     leaves = {}
-    for fld in _DATA:
+    for fld in DATA_FIELDS:
         leaves[fld] = jnp.stack([getattr(p, fld) for p in padded])
     return padded[0].replace(**leaves, types=tuple(sorted(types)), body_names=(), joint_names=(),
                              frame_names=(), name="stack[" + ",".join(m.name for m in models) + "]")

@@ -1,0 +1,42 @@
+"""M(q)^-1 by a registered method (``minv_methods()``): "aba" (one ABA factorization and the
+tau-linear passes per unit vector, O(n nv)), "cholesky" (CRBA + Cholesky inverse), and
+"operator" (Rodriguez-Kreutz innovations inverse, registered by the operator module)."""
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+
+from ..errors import ArgumentError
+from ..model.model import Model, check_state
+from .aba import aba_factor, aba_solve
+from .crba import crba
+from .registry import MINV_METHODS, minv_methods, register_minv
+
+
+@register_minv("aba")
+def _minv_aba(model: Model, q):
+    fac = aba_factor(model, q)
+    dt = fac.Xup.r.dtype
+    z = jnp.zeros((model.nb, 6), dt)
+    cols = jax.vmap(lambda e: aba_solve(model, fac, z, z, e, jnp.zeros(6, dt)))(jnp.eye(model.nv, dtype=dt))
+    Mi = cols.T
+    return 0.5 * (Mi + Mi.T)
+
+
+@register_minv("cholesky")
+def _minv_cholesky(model: Model, q):
+    M = crba(model, q)
+    L = jnp.linalg.cholesky(M)
+    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(model.nv, dtype=M.dtype), lower=True)
+    return Li.T @ Li
+
+
+@partial(jax.jit, static_argnames=('method',))
+def minv(model: Model, q, method="aba"):
+    """M(q)^-1 (nv, nv), symmetric.  ``method``: see the module docstring."""
+    check_state(model, q=q)
+    if method not in MINV_METHODS:
+        raise ArgumentError(f"unknown minv method {method!r}; available: {minv_methods()}")
+    return MINV_METHODS[method](model, q)

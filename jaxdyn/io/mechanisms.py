@@ -1,0 +1,96 @@
+"""Built-in closed mechanisms: each builder returns (ClosedModel, q0) with q0 on the constraint
+manifold (projected by :func:`jaxdyn.project_constraints`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.model import build_model
+
+
+def _rod(L, m):
+    """Slender rod of length L and mass m along x: COM (L/2, 0, 0), inertia about the COM."""
+    return np.array([L / 2, 0.0, 0.0]), np.diag([1e-4 * m, m * L * L / 12, m * L * L / 12])
+
+
+def four_bar(ground=2.0, crank=1.0, coupler=2.0, rocker=1.5, masses=(1.0, 2.0, 1.5)):
+    """Planar four-bar in the x-y plane under gravity -y: crank, coupler and rocker as a chain of
+    revolute joints about z from the origin, the rocker tip pinned to the world at (ground, 0, 0)
+    by a 3-row point constraint (the z row is redundant: rank 2, 1 dof)."""
+    from ..constraints import Constraint, close_loops, project_constraints
+    L = [crank, coupler, rocker]
+    rods = [_rod(l, mm) for l, mm in zip(L, masses)]
+    m = build_model(parent=[-1, 0, 1], jtype=["revolute"] * 3, Xtree_E=np.tile(np.eye(3), (3, 1, 1)),
+                    Xtree_r=np.array([[0, 0, 0], [L[0], 0, 0], [L[1], 0, 0]]), axis=np.tile([0, 0, 1.0], (3, 1)),
+                    mass=list(masses), com=np.stack([r[0] for r in rods]), inertia=np.stack([r[1] for r in rods]),
+                    gravity=(0.0, -9.81, 0.0), body_names=["crank", "coupler", "rocker"],
+                    frames=[("tip", 2, np.eye(3), np.array([L[2], 0, 0]))], name="four_bar")
+    cm = close_loops(m, [Constraint("point", "tip", None, placement_b=(np.eye(3), np.array([ground, 0.0, 0.0])),
+                                    name="pin")])
+    q, _ = project_constraints(cm, np.array([np.pi / 3, -np.pi / 3, -np.pi / 2]), np.zeros(3))
+    return cm, np.asarray(q)
+
+
+def five_bar(base=1.0, proximal=1.0, distal=1.2, masses=(1.0, 0.8, 1.0, 0.8)):
+    """Planar five-bar parallel mechanism (2 dof): two proximal-distal chains from ground pivots
+    at (-base/2, 0, 0) and (base/2, 0, 0), their distal tips pinned together."""
+    from ..constraints import Constraint, close_loops, project_constraints
+    rods = [_rod(l, mm) for l, mm in zip((proximal, distal, proximal, distal), masses)]
+    E = np.tile(np.eye(3), (4, 1, 1))
+    m = build_model(parent=[-1, 0, -1, 2], jtype=["revolute"] * 4, Xtree_E=E,
+                    Xtree_r=np.array([[-base / 2, 0, 0], [proximal, 0, 0], [base / 2, 0, 0], [proximal, 0, 0]]),
+                    axis=np.tile([0, 0, 1.0], (4, 1)), mass=list(masses), com=np.stack([r[0] for r in rods]),
+                    inertia=np.stack([r[1] for r in rods]), gravity=(0.0, -9.81, 0.0),
+                    body_names=["left_proximal", "left_distal", "right_proximal", "right_distal"],
+                    frames=[("left_tip", 1, np.eye(3), np.array([distal, 0, 0])),
+                            ("right_tip", 3, np.eye(3), np.array([distal, 0, 0]))], name="five_bar")
+    cm = close_loops(m, [Constraint("point", "left_tip", "right_tip", name="pin")])
+    q, _ = project_constraints(cm, np.array([2.0, -1.2, 1.1, 1.2]), np.zeros(4))
+    return cm, np.asarray(q)
+
+
+def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_mass=(1.0, 0.5), height=0.45):
+    """A quadruped (floating box body, four legs of hip-abduction x, hip-flexion y and knee y
+    joints) standing with its four point feet held on the ground (Lilly and Orin's Type 1):
+    18 dof, 12 constraint rows.  Feet are pinned where they are at the initial stance."""
+    from ..constraints import Constraint, close_loops, project_constraints
+    from ..model import joints as J
+    bx, by, bz = body
+    Ib = body_mass / 12 * np.diag([by * by + bz * bz, bx * bx + bz * bz, bx * bx + by * by])
+    parent, jt, Er, r, ax, mass, com, I, names, frames = [-1], [J.FREE], [np.eye(3)], [np.zeros(3)], \
+        [np.array([0, 0, 1.0])], [body_mass], [np.zeros(3)], [Ib], ["trunk"], []
+    for k, (sx, sy, leg) in enumerate([(1, 1, "LF"), (1, -1, "RF"), (-1, 1, "LH"), (-1, -1, "RH")]):
+        hip = np.array([sx * bx / 2, sy * by / 2, 0.0])
+        small = lambda mm: mm * 1e-3 * np.eye(3)
+        c_t, I_t = np.array([0, 0, -thigh / 2]), np.diag([leg_mass[0] * thigh ** 2 / 12] * 2 + [1e-4])
+        c_s, I_s = np.array([0, 0, -shank / 2]), np.diag([leg_mass[1] * shank ** 2 / 12] * 2 + [1e-4])
+        b0 = len(parent)
+        parent += [0, b0, b0 + 1]
+        jt += [J.REVOLUTE] * 3
+        Er += [np.eye(3)] * 3
+        r += [hip, np.zeros(3), np.array([0, 0, -thigh])]
+        ax += [np.array([1.0, 0, 0]), np.array([0, 1.0, 0]), np.array([0, 1.0, 0])]
+        mass += [0.2, leg_mass[0], leg_mass[1]]
+        com += [np.zeros(3), c_t, c_s]
+        I += [small(0.2), I_t, I_s]
+        names += [f"{leg}_hip", f"{leg}_thigh", f"{leg}_shank"]
+        frames.append((f"{leg}_foot", b0 + 2, np.eye(3), np.array([0, 0, -shank])))
+    m = build_model(parent=parent, jtype=jt, Xtree_E=np.stack(Er), Xtree_r=np.stack(r), axis=np.stack(ax),
+                    mass=mass, com=np.stack(com), inertia=np.stack(I), body_names=names, frames=frames,
+                    name="quadruped")
+    q0 = np.zeros(m.nq)
+    q0[2], q0[6] = height, 1.0                                  # base height, unit quaternion (xyzw)
+    for k in range(4):
+        q0[7 + 3 * k: 10 + 3 * k] = [0.0, 0.6, -1.2]            # knees bent
+    import jax.numpy as jnp
+    from ..kinematics import frame_pose
+    feet = []
+    for leg in ("LF", "RF", "LH", "RH"):
+        p = np.asarray(frame_pose(m, jnp.asarray(q0), f"{leg}_foot")[1]).copy()
+        p[2] = 0.0                                              # on the ground
+        feet.append(Constraint("point", f"{leg}_foot", None, placement_b=(np.eye(3), p), name=f"{leg}_foot"))
+    cm = close_loops(m, feet)
+    q, _ = project_constraints(cm, q0, np.zeros(m.nv))
+    return cm, np.asarray(q)
+
+
+MECHANISMS = {"four_bar": four_bar, "five_bar": five_bar, "quadruped": quadruped}
