@@ -250,7 +250,7 @@ def test_cli_simulates_closed_mechanisms(tmp_path, capsys):
     drift plot and summary line; the shipped closed-chain configs validate."""
     from jaxdyn.cli import main
     from jaxdyn.config import load_config
-    for name in ("four_bar", "five_bar", "quadruped_stand"):
+    for name in ("four_bar", "five_bar", "quadruped_stand", "three_arms_box"):
         assert load_config(name)["simulation"]["stabilization"] == [10.0, 10.0]
     cfg = tmp_path / "fb.toml"
     cfg.write_text('[robot]\nname = "five_bar"\n[simulation]\nT = 0.2\ndt = 0.001\nintegrator = "rk4"\n'
@@ -262,3 +262,48 @@ def test_cli_simulates_closed_mechanisms(tmp_path, capsys):
     assert drift < 1e-8 and (out / "drift.png").stat().st_size > 1000
     cfg.write_text('[robot]\nname = "five_bar"\n[simulation]\nmethod = "udut"\n')
     assert main(["simulate", str(cfg)]) == 2 and "simulation.method must be one of ['schur', 'kkt'" in capsys.readouterr().err
+
+
+def pin_twin_constraints(cm, pm):
+    """Pinocchio RigidConstraintModels equal to a ClosedModel's point / weld constraints, for the
+    Pinocchio twin of cm.model (tests/pinutil: joint id = body index + 1)."""
+    fb, fE, fr = (np.asarray(x) for x in (cm.model.frame_body, cm.model.frame_E, cm.model.frame_r))
+    out = pin.StdVec_RigidConstraintModel()
+    for i, kind in enumerate(cm.kinds):
+        ends = []
+        for f in (cm.frames_a[i], cm.frames_b[i]):
+            if f < 0:
+                ends.append((0, pin.SE3(np.asarray(cm.world_R[i]), np.asarray(cm.world_p[i]))))
+            else:
+                ends.append((int(fb[f]) + 1, pin.SE3(fE[f].T, fr[f])))
+        ct = pin.ContactType.CONTACT_3D if kind == "point" else pin.ContactType.CONTACT_6D
+        out.append(pin.RigidConstraintModel(ct, pm, ends[0][0], ends[0][1], ends[1][0], ends[1][1],
+                                            pin.ReferenceFrame.LOCAL_WORLD_ALIGNED))
+    return out
+
+
+def test_three_arms_holding_a_box_against_pinocchio():
+    """Rodriguez and Kreutz's ell arms rigidly grasping one object (ell = 3 PUMAs, floating box):
+    schur and kkt against Pinocchio's constraintDynamics on the model's Pinocchio twin."""
+    from pinutil import to_pinocchio
+    cm, q = jaxdyn.mechanisms.arms_holding_box(3)
+    m = cm.model
+    pm = to_pinocchio(m)
+    rng = np.random.default_rng(2)
+    K = np.asarray(jaxdyn.constraint_jacobian(cm, q))
+    v = rng.normal(size=m.nv)
+    v = v - np.linalg.pinv(K) @ (K @ v)
+    tau = rng.normal(size=m.nv) * 10
+    res = jaxdyn.constrained_forward_dynamics(cm, q, v, tau)
+    res_k = jaxdyn.constrained_forward_dynamics(cm, q, v, tau, method="kkt")
+    pcm = pin_twin_constraints(cm, pm)
+    pcd = pin.StdVec_RigidConstraintData()
+    for c in pcm:
+        pcd.append(c.createData())
+    pdata = pm.createData()
+    pin.initConstraintDynamics(pm, pdata, pcm, pcd)
+    qdd_p = pin.constraintDynamics(pm, pdata, q, v, tau, pcm, pcd, pin.ProximalSettings(1e-14, 1e-14, 1e-12, 50))
+    close(res.qdd, qdd_p, 1e-9, "qdd vs pinocchio")
+    close(res_k.qdd, res.qdd, 1e-9, "kkt vs schur")
+    close(res.lam, pdata.lambda_c, 1e-8, "grasp wrenches vs pinocchio")
+    assert int(res.rank) == 18

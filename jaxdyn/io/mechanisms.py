@@ -94,3 +94,62 @@ def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_ma
 
 
 MECHANISMS = {"four_bar": four_bar, "five_bar": five_bar, "quadruped": quadruped}
+
+
+def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, arm_q=(0.0, -0.6, 0.4, 0.0, 0.5, 0.0)):
+    """ell PUMA 560 arms (Saha's Table II) on a circle of ``radius`` around a floating box, each
+    end effector welded to the box where it is at the initial pose (Rodriguez and Kreutz's arms
+    rigidly grasping a common object; Lilly and Orin's Type 0).  Bodies: the box (free flyer),
+    then the arms; 6 + 6 ell dof, 6 ell constraint rows (rank 6 ell for ell >= 1 at generic poses).
+    """
+    import jax.numpy as jnp
+
+    from ..constraints import Constraint, close_loops
+    from ..kinematics import frame_pose
+    from ..model import joints as J
+    from .robots import puma560
+    arm = puma560()
+    nb_a = arm.nb
+    bx, by, bz = box
+    Ib = box_mass / 12 * np.diag([by * by + bz * bz, bx * bx + bz * bz, bx * bx + by * by])
+    parent, jt, E, r, ax, mass, com, I, names, frames = [-1], [J.FREE], [np.eye(3)], [np.zeros(3)], \
+        [np.array([0, 0, 1.0])], [box_mass], [np.zeros(3)], [Ib], ["box"], []
+    A = {f: np.asarray(getattr(arm, f)) for f in ("parent", "Xtree_E", "Xtree_r", "axis", "mass", "com", "inertia",
+                                                  "frame_E", "frame_r", "frame_body")}
+    ee = arm.frame_names.index("ee")
+    for i in range(n_arms):
+        th = 2 * np.pi * i / n_arms
+        Rz = np.array([[np.cos(th), -np.sin(th), 0], [np.sin(th), np.cos(th), 0], [0, 0, 1.0]])
+        base = Rz @ np.array([radius, 0.0, 0.0])
+        Rb = Rz @ np.array([[-1.0, 0, 0], [0, -1.0, 0], [0, 0, 1.0]])     # facing the centre
+        off = len(parent)
+        for b in range(nb_a):
+            p = int(A["parent"][b])
+            parent.append(-1 if p < 0 else p + off)
+            if p < 0:   # place the arm's base: Xtree = (E, r) from the world
+                Ew = A["Xtree_E"][b] @ Rb.T
+                E.append(Ew); r.append(base + Rb @ A["Xtree_r"][b])
+            else:
+                E.append(A["Xtree_E"][b]); r.append(A["Xtree_r"][b])
+            jt.append(J.REVOLUTE); ax.append(A["axis"][b]); mass.append(A["mass"][b]); com.append(A["com"][b])
+            I.append(A["inertia"][b]); names.append(f"arm{i}_{arm.body_names[b]}")
+        frames.append((f"arm{i}_ee", off + int(A["frame_body"][ee]), A["frame_E"][ee], A["frame_r"][ee]))
+    m = build_model(parent=parent, jtype=jt, Xtree_E=np.stack(E), Xtree_r=np.stack(r), axis=np.stack(ax),
+                    mass=mass, com=np.stack(com), inertia=np.stack(I), body_names=names, frames=frames,
+                    name=f"{n_arms}_arms_box")
+    q = np.zeros(m.nq)
+    q[6] = 1.0
+    for i in range(n_arms):
+        q[7 + 6 * i: 13 + 6 * i] = arm_q
+    pees = [np.asarray(frame_pose(m, jnp.asarray(q), f"arm{i}_ee")[1]) for i in range(n_arms)]
+    q[:3] = np.mean(pees, 0)                                   # the box between the hands
+    welds = []
+    for i in range(n_arms):
+        Ra, pa = (np.asarray(x) for x in frame_pose(m, jnp.asarray(q), f"arm{i}_ee"))
+        Rb_, pb = (np.asarray(x) for x in frame_pose(m, jnp.asarray(q), "box"))
+        welds.append(Constraint("weld", f"arm{i}_ee", "box", placement_b=(Rb_.T @ Ra, Rb_.T @ (pa - pb)),
+                                name=f"grasp{i}"))
+    return close_loops(m, welds), q
+
+
+MECHANISMS["three_arms_box"] = arms_holding_box
