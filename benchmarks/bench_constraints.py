@@ -43,14 +43,7 @@ def main():
     import jaxdyn
     from conftest import ROBOTS_DIR, URDFS
     from pinutil import to_pinocchio
-    from test_constraints import pin_twin_constraints
-
-    def world_contacts(m, q, kinds_frames):
-        cs = []
-        for kind, f in kinds_frames:
-            R, p = jaxdyn.frame_pose(m, q, f)
-            cs.append(jaxdyn.Constraint(kind, f, None, placement_b=(np.asarray(R), np.asarray(p)), name=f))
-        return jaxdyn.close_loops(m, cs)
+    from test_constraints import pin_twin_constraints, world_contacts
 
     def states(cm, q0, B, rng, spread=0.0):
         m = cm.model

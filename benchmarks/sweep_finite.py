@@ -29,14 +29,8 @@ import warnings
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def robots_dir():
-    for p in sys.path:
-        d = os.path.join(p, "cmeel.prefix", "share", "example-robot-data", "robots")
-        if os.path.isdir(d):
-            return d
-    raise SystemExit("example-robot-data not installed (pip install -e '.[test]')")
+sys.path.insert(0, HERE)
+from bench_core import robots_dir  # noqa: E402
 
 
 def singular_bodies(model):

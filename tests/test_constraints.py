@@ -29,7 +29,29 @@ def _pin_constraints(m, pm, cm, q, kinds_frames):
     return cms
 
 
-def _world_contacts(m, q, kinds_frames):
+def pin_constraint_dynamics(pm, constraint_models, q, v, tau):
+    """Pinocchio's constraintDynamics for a list / StdVec of RigidConstraintModels: (qdd, lambda_c)."""
+    pcm, pcd = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for c in constraint_models:
+        pcm.append(c)
+        pcd.append(c.createData())
+    data = pm.createData()
+    pin.initConstraintDynamics(pm, data, pcm, pcd)
+    qdd = pin.constraintDynamics(pm, data, q, v, tau, pcm, pcd, pin.ProximalSettings(1e-14, 1e-14, 1e-12, 50))
+    return qdd, data.lambda_c.copy()
+
+
+def consistent_state(cm, q, rng, tau_scale=5.0):
+    """K at q, a random qd with K qd = 0 and a random tau; and both solvers' results there."""
+    K = np.asarray(jaxdyn.constraint_jacobian(cm, q))
+    v = rng.normal(size=cm.model.nv)
+    v = v - np.linalg.pinv(K) @ (K @ v)
+    tau = rng.normal(size=cm.model.nv) * tau_scale
+    solve = lambda method: jaxdyn.constrained_forward_dynamics(cm, q, v, tau, method=method)
+    return K, v, tau, solve("schur"), solve("kkt")
+
+
+def world_contacts(m, q, kinds_frames):
     cs = []
     for kind, f in kinds_frames:
         R, p = jaxdyn.frame_pose(m, q, f)
@@ -45,30 +67,16 @@ def _check_against_pinocchio(name, kinds_frames, n_states=2):
         m = jaxdyn.load_urdf(path, floating_base=True)
     pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer())
     rng = np.random.default_rng(0)
-    solve = jax.jit(lambda cm, q, v, t: (jaxdyn.constrained_forward_dynamics(cm, q, v, t),
-                                         jaxdyn.constrained_forward_dynamics(cm, q, v, t, method="kkt")))
     for s in range(n_states):
         q = np.array(jaxdyn.neutral(m))
         q[7:] += 0.2 * rng.normal(size=m.nq - 7)
-        cm = _world_contacts(m, q, kinds_frames)
-        K = np.asarray(jaxdyn.constraint_jacobian(cm, q))
-        v = rng.normal(size=m.nv)
-        v = v - np.linalg.pinv(K) @ (K @ v)          # the velocity constraint holds
-        tau = rng.normal(size=m.nv) * 5
-        res, res_kkt = solve(cm, q, v, tau)
-        pcm, pcd = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-        for c in _pin_constraints(m, pm, cm, q, kinds_frames):
-            pcm.append(c)
-            pcd.append(c.createData())
-        pdata = pm.createData()
-        pin.initConstraintDynamics(pm, pdata, pcm, pcd)
-        prox = pin.ProximalSettings(1e-14, 1e-14, 1e-12, 50) if hasattr(pin, "ProximalSettings") else None
+        cm = world_contacts(m, q, kinds_frames)
+        K, v, tau, res, res_kkt = consistent_state(cm, q, rng)     # the velocity constraint holds
         tau_p = tau - np.asarray(m.damping) * v      # jaxdyn applies the URDF's joint damping
-        qdd_p = pin.constraintDynamics(pm, pdata, q, v, tau_p, pcm, pcd, prox) if prox else \
-            pin.constraintDynamics(pm, pdata, q, v, tau_p, pcm, pcd)
+        qdd_p, lam_p = pin_constraint_dynamics(pm, _pin_constraints(m, pm, cm, q, kinds_frames), q, v, tau_p)
         close(res.qdd, qdd_p, 1e-9, f"{name} qdd vs pinocchio")
         close(res_kkt.qdd, res.qdd, 1e-9, f"{name} kkt vs schur")
-        close(res.lam, pdata.lambda_c, 1e-8, f"{name} lam vs pinocchio")
+        close(res.lam, lam_p, 1e-8, f"{name} lam vs pinocchio")
         # the equations of motion themselves
         M = np.asarray(jaxdyn.crba(m, q))
         h = np.asarray(jaxdyn.rnea(m, q, v, np.zeros(m.nv))) + np.asarray(m.damping) * v
@@ -223,21 +231,11 @@ def test_dual_arm_hands_welded_together():
     place_b = (Rb.T @ Ra, Rb.T @ (pa - pb))                   # frame a's pose in frame b
     cm = jaxdyn.close_loops(m, [jaxdyn.Constraint("weld", "arm_left_7_link", "arm_right_7_link", placement_b=place_b)])
     close(jaxdyn.constraint_residual(cm, q), np.zeros(6), 1e-12)
-    K = np.asarray(jaxdyn.constraint_jacobian(cm, q))
-    v = rng.normal(size=m.nv)
-    v = v - np.linalg.pinv(K) @ (K @ v)
-    tau = rng.normal(size=m.nv) * 5
-    res = jaxdyn.constrained_forward_dynamics(cm, q, v, tau)
-    res_k = jaxdyn.constrained_forward_dynamics(cm, q, v, tau, method="kkt")
+    K, v, tau, res, res_k = consistent_state(cm, q, rng)
     ja, jb = pm.getJointId("arm_left_7_joint"), pm.getJointId("arm_right_7_joint")
     c = pin.RigidConstraintModel(pin.ContactType.CONTACT_6D, pm, ja, pin.SE3.Identity(), jb,
                                  pin.SE3(place_b[0], place_b[1]), pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
-    pcm, pcd = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
-    pcm.append(c); pcd.append(c.createData())
-    pdata = pm.createData()
-    pin.initConstraintDynamics(pm, pdata, pcm, pcd)
-    tau_p = tau - np.asarray(m.damping) * v
-    qdd_p = pin.constraintDynamics(pm, pdata, q, v, tau_p, pcm, pcd, pin.ProximalSettings(1e-14, 1e-14, 1e-12, 50))
+    qdd_p, _ = pin_constraint_dynamics(pm, [c], q, v, tau - np.asarray(m.damping) * v)
     close(res.qdd, qdd_p, 1e-9, "qdd vs pinocchio")
     close(res_k.qdd, res.qdd, 1e-9, "kkt vs schur")
     M = np.asarray(jaxdyn.crba(m, q))
@@ -290,20 +288,9 @@ def test_three_arms_holding_a_box_against_pinocchio():
     m = cm.model
     pm = to_pinocchio(m)
     rng = np.random.default_rng(2)
-    K = np.asarray(jaxdyn.constraint_jacobian(cm, q))
-    v = rng.normal(size=m.nv)
-    v = v - np.linalg.pinv(K) @ (K @ v)
-    tau = rng.normal(size=m.nv) * 10
-    res = jaxdyn.constrained_forward_dynamics(cm, q, v, tau)
-    res_k = jaxdyn.constrained_forward_dynamics(cm, q, v, tau, method="kkt")
-    pcm = pin_twin_constraints(cm, pm)
-    pcd = pin.StdVec_RigidConstraintData()
-    for c in pcm:
-        pcd.append(c.createData())
-    pdata = pm.createData()
-    pin.initConstraintDynamics(pm, pdata, pcm, pcd)
-    qdd_p = pin.constraintDynamics(pm, pdata, q, v, tau, pcm, pcd, pin.ProximalSettings(1e-14, 1e-14, 1e-12, 50))
+    K, v, tau, res, res_k = consistent_state(cm, q, rng, 10.0)
+    qdd_p, lam_p = pin_constraint_dynamics(pm, pin_twin_constraints(cm, pm), q, v, tau)
     close(res.qdd, qdd_p, 1e-9, "qdd vs pinocchio")
     close(res_k.qdd, res.qdd, 1e-9, "kkt vs schur")
-    close(res.lam, pdata.lambda_c, 1e-8, "grasp wrenches vs pinocchio")
+    close(res.lam, lam_p, 1e-8, "grasp wrenches vs pinocchio")
     assert int(res.rank) == 18
