@@ -24,12 +24,21 @@ from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, aba_batch,
 
 from .constraints import (Constraint, ClosedModel, close_loops, constrained_forward_dynamics,
                           constraint_jacobian, constraint_residual, project_constraints)
+from . import apps
+from .apps import (inertial_parameters, with_inertial_parameters, regressor, base_parameters,
+                   identify_least_squares)
 from . import integrators
 from .integrators import rollout, first_nonfinite, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "apps",
+    "inertial_parameters",
+    "with_inertial_parameters",
+    "regressor",
+    "base_parameters",
+    "identify_least_squares",
     "mechanisms",
     "minv_methods",
     "spatial",

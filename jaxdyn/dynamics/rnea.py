@@ -45,12 +45,16 @@ def rnea(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"
       tau (nv,), including ``armature * qdd``.
     """
     check_state(model, q=q, qd=qd, qdd=qdd)
-    tau_b, _ = _rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
+    tau_b, _ = rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
     return scatter_dofs(model, tau_b) + model.armature * qdd
 
 
-def _rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
-    """Per-body joint torques (nb, k) and joint forces f (nb + 1, 6) (angular-first)."""
+def rnea_core(model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local", inertias=None):
+    """Per-body joint torques (nb, k) and joint forces f (nb + 1, 6) (angular-first).
+
+    ``inertias``: spatial inertias (:class:`jaxdyn.spatial.Inertia`, leading axis nb) replacing the
+    model's; RNEA is linear in them (the inertial-parameter regressor differentiates this).
+    """
     Xup, S = joint_transforms(model, q)
     dt = Xup.r.dtype
     fx = None
@@ -58,7 +62,7 @@ def _rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
         X0 = world_transforms(model, Xup) if f_ext_frame == "world" else None
         fx = external_forces(model, f_ext, f_ext_frame, X0)
     fx = jnp.zeros((model.nb, 6), dt) if fx is None else fx
-    I = body_inertias(model)
+    I = body_inertias(model) if inertias is None else inertias
     init = (jnp.zeros(6, dt), gravity_acceleration(model, gravity))
     _, f = forward_sweep(_rnea_pass1_step, model, init,
                          (Xup, S, per_body(model, qd), per_body(model, qdd), I, fx))
@@ -72,7 +76,7 @@ def joint_wrenches(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_fra
     Pinocchio's ``data.f`` after ``rnea``): (nb, 6) in the child frame, rows [force; moment].
     S_i^T f_i is the joint torque (without armature)."""
     check_state(model, q=q, qd=qd, qdd=qdd)
-    _, fj = _rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
+    _, fj = rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
     return jnp.concatenate([fj[:-1, 3:], fj[:-1, :3]], 1)
 
 
