@@ -6,7 +6,8 @@ Usage: python benchmarks/bench_constraints.py [--batch 4096] [--arms 2,4,8,16] [
 
 Cases: anymal_c standing on four point feet (floating base, 12 rows), talos_reduced in double
 support (two welded feet, 12 rows), and ell PUMA arms holding a floating box
-(``jaxdyn.mechanisms.arms_holding_box``, 6 ell rows) for the scaling in ell.  jaxdyn is timed
+(``jaxdyn.mechanisms.arms_holding_box``, 6 ell rows) for the scaling in ell, where Rodriguez and
+Kreutz's RCCFD 1 (``method="rccfd"`` on the GraspSystem form) is timed too.  jaxdyn is timed
 as ``jit(vmap(constrained_forward_dynamics))`` over the batch (states satisfying the velocity
 constraint), Pinocchio as a Python loop of ``constraintDynamics`` calls (per call, one core).
 Writes JSON and a PNG plot.
@@ -53,7 +54,7 @@ def main():
         T = rng.normal(size=(B, m.nv)) * 5
         return np.tile(q0, (B, 1)), V, T
 
-    def measure(label, cm, q0, B, pm=None, pin_models=None):
+    def measure(label, cm, q0, B, pm=None, pin_models=None, gs=None):
         rng = np.random.default_rng(0)
         Q, V, T = states(cm, q0, B, rng)
         row = dict(case=label, nv=cm.model.nv, rows=cm.m, batch=B)
@@ -63,6 +64,12 @@ def main():
             f.lower(Q, V, T).compile()
             row[f"{method}_compile_s"] = round(time.perf_counter() - t0, 2)
             row[f"{method}_us"] = 1e6 * timeit(lambda: jax.block_until_ready(f(Q, V, T)), min_time=1.0) / B
+        if gs is not None:
+            f = jax.jit(jax.vmap(lambda q, v, t: jaxdyn.constrained_forward_dynamics(gs, q, v, t, method="rccfd").qdd))
+            t0 = time.perf_counter()
+            f.lower(Q, V, T).compile()
+            row["rccfd_compile_s"] = round(time.perf_counter() - t0, 2)
+            row["rccfd_us"] = 1e6 * timeit(lambda: jax.block_until_ready(f(Q, V, T)), min_time=1.0) / B
         if pm is not None:
             data = pm.createData()
             pcd = pin.StdVec_RigidConstraintData()
@@ -94,8 +101,9 @@ def main():
         rows.append(measure(name, cm, q0, args.batch, pm, pin_twin_constraints(cm, pm)))
     for ell in [int(x) for x in args.arms.split(",")]:
         cm, q0 = jaxdyn.mechanisms.arms_holding_box(ell)
+        gs, _ = jaxdyn.mechanisms.arms_holding_box(ell, form="grasp")
         pm = to_pinocchio(cm.model)
-        rows.append(measure(f"{ell}_arms_box", cm, q0, args.arm_batch, pm, pin_twin_constraints(cm, pm)))
+        rows.append(measure(f"{ell}_arms_box", cm, q0, args.arm_batch, pm, pin_twin_constraints(cm, pm), gs))
     meta = dict(jax=jax.__version__, pinocchio=pin.__version__, machine=platform.processor() or platform.machine(),
                 cpus=os.cpu_count())
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -117,7 +125,8 @@ def main():
         a1.legend(fontsize=8)
         arms = [r for r in rows if "arms" in r["case"]]
         ells = [int(r["case"].split("_")[0]) for r in arms]
-        for key, lab in (("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"), ("pinocchio_us", "Pinocchio")):
+        for key, lab in (("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"), ("rccfd_us", "jaxdyn rccfd"),
+                         ("pinocchio_us", "Pinocchio")):
             a2.loglog(ells, [r.get(key, np.nan) for r in arms], "o-", label=lab)
         a2.set_xlabel("arms holding the box (ell)")
         a2.set_ylabel("µs per state")

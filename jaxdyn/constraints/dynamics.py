@@ -47,10 +47,10 @@ from ..kinematics import frame_classical_acceleration, frame_jacobian, frame_pos
 from ..model.configuration import integrate
 from ..model.model import check_state
 from ..spatial.rotations import log3
+from .grasp import GraspSystem, rccfd
 from .model import ClosedModel
+from .solve import PROX_ITERS, diagnostics, prox_solve
 
-PROX_ITERS = 4
-RANK_TOL = 1e-9
 
 
 class ConstrainedResult(NamedTuple):
@@ -130,41 +130,34 @@ def constraint_bias(cm: ClosedModel, q, qd):
                             for i in range(len(cm.kinds))])
 
 
-def _diagnostics(A):
-    lam = jnp.linalg.eigvalsh(0.5 * (A + A.T))
-    top = jnp.maximum(lam[-1], jnp.finfo(A.dtype).tiny)
-    keep = lam > RANK_TOL * top
-    rank = jnp.sum(keep)
-    low = jnp.min(jnp.where(keep, lam, top))
-    return rank, top / low
-
-
-def _prox_solve(A, b, eps):
-    """Least-norm solution of A x = b for PSD A (m, m) by proximal iterations (see module)."""
-    m = A.shape[0]
-    Ar = A + eps * jnp.eye(m, dtype=A.dtype)
-    L = jnp.linalg.cholesky(Ar)
-    solve = lambda r: jax.scipy.linalg.cho_solve((L, True), r)
-    x = solve(b)
-    for _ in range(PROX_ITERS - 1):
-        x = x + solve(b - A @ x)
-    return x
-
-
 @partial(jax.jit, static_argnames=("method", "stabilization"))
 def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", stabilization=None):
     """Joint accelerations and constraint forces of a closed model.
 
-    Args: q (nq,), qd (nv,), tau (nv,) (joint damping of the model applies, as in
-    :func:`jaxdyn.forward_dynamics`); ``method`` "schur" | "kkt"; ``stabilization`` None or
-    (alpha, beta) Baumgarte gains.
+    Args: cm a :class:`ClosedModel` (``method`` "schur" | "kkt") or a
+    :class:`~jaxdyn.constraints.grasp.GraspSystem` (``method="rccfd"``, Rodriguez and Kreutz's
+    RCCFD 1); q (nq,), qd (nv,), tau (nv,) (joint damping of the model applies, as in
+    :func:`jaxdyn.forward_dynamics`); ``stabilization`` None or (alpha, beta) Baumgarte gains.
     Returns: :class:`ConstrainedResult` (qdd, lam, residual, rank, cond).
     """
+    if isinstance(cm, GraspSystem):
+        if method != "rccfd":
+            raise ArgumentError(f"a GraspSystem is solved by method='rccfd', got {method!r} (for schur / kkt "
+                                "build the equivalent ClosedModel with jaxdyn.close_loops)")
+        if jnp.shape(q) != (cm.nq,) or jnp.shape(qd) != (cm.nv,) or jnp.shape(tau) != (cm.nv,):
+            raise ArgumentError(f"GraspSystem state: q ({cm.nq},), qd and tau ({cm.nv},) (object first, then "
+                                f"the arms), got {jnp.shape(q)}, {jnp.shape(qd)}, {jnp.shape(tau)}")
+        qdd, lam, residual, Omega = rccfd(cm, q, qd, tau, stabilization)
+        rank, cond = diagnostics(Omega)
+        return ConstrainedResult(qdd, lam, residual, rank, cond)
     if not isinstance(cm, ClosedModel):
-        raise ArgumentError(f"constrained_forward_dynamics needs a ClosedModel (jaxdyn.close_loops), got "
-                            f"{type(cm).__name__}")
+        raise ArgumentError(f"constrained_forward_dynamics needs a ClosedModel (jaxdyn.close_loops) or a "
+                            f"GraspSystem (jaxdyn.grasp_system), got {type(cm).__name__}")
+    if method == "rccfd":
+        raise ArgumentError("method='rccfd' needs the structure of arms of one kind holding one object: build a "
+                            "GraspSystem with jaxdyn.grasp_system (this ClosedModel is a general loop closure)")
     if method not in ("schur", "kkt"):
-        raise ArgumentError(f"unknown constrained method {method!r}; use 'schur' or 'kkt'")
+        raise ArgumentError(f"unknown constrained method {method!r}; use 'schur', 'kkt' or (GraspSystem) 'rccfd'")
     model = cm.model
     check_state(model, q=q, qd=qd, tau=tau)
     K = constraint_jacobian(cm, q)
@@ -178,7 +171,7 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
     eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
     if method == "schur":
         qdd_free = forward_dynamics(model, q, qd, tau)
-        lam = _prox_solve(A, rhs - K @ qdd_free, eps)
+        lam = prox_solve(A, rhs - K @ qdd_free, eps)
         qdd = qdd_free + Minv @ (K.T @ lam)
     else:
         M = crba(model, q)
@@ -191,7 +184,7 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
             lam_prev = -x[nv:]
         qdd, lam = x[:nv], lam_prev
     residual = K @ qdd - rhs
-    rank, cond = _diagnostics(A)
+    rank, cond = diagnostics(A)
     return ConstrainedResult(qdd, lam, residual, rank, cond)
 
 
@@ -208,7 +201,7 @@ def project_constraints(cm: ClosedModel, q, qd, iters=20):
     def pinv_apply(K, r):
         A = K @ K.T
         eps = 1e-12 * jnp.maximum(jnp.mean(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
-        return K.T @ _prox_solve(A, r, eps)
+        return K.T @ prox_solve(A, r, eps)
 
     def step(q, _):
         K = constraint_jacobian(cm, q)

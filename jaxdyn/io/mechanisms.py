@@ -96,11 +96,16 @@ def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_ma
 MECHANISMS = {"four_bar": four_bar, "five_bar": five_bar, "quadruped": quadruped}
 
 
-def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, arm_q=(0.0, -0.6, 0.4, 0.0, 0.5, 0.0)):
+def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, arm_q=(0.0, -0.6, 0.4, 0.0, 0.5, 0.0),
+                     form="closed"):
     """ell PUMA 560 arms (Saha's Table II) on a circle of ``radius`` around a floating box, each
     end effector welded to the box where it is at the initial pose (Rodriguez and Kreutz's arms
     rigidly grasping a common object; Lilly and Orin's Type 0).  Bodies: the box (free flyer),
     then the arms; 6 + 6 ell dof, 6 ell constraint rows (rank 6 ell for ell >= 1 at generic poses).
+
+    ``form="closed"``: a :class:`~jaxdyn.ClosedModel` (solvers "schur", "kkt");
+    ``form="grasp"``: the same system as a :class:`~jaxdyn.GraspSystem` (solver "rccfd"), with the
+    same state layout.  Returns (system, q0).
     """
     import jax.numpy as jnp
 
@@ -149,7 +154,22 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
         Rb_, pb = (np.asarray(x) for x in frame_pose(m, jnp.asarray(q), "box"))
         welds.append(Constraint("weld", f"arm{i}_ee", "box", placement_b=(Rb_.T @ Ra, Rb_.T @ (pa - pb)),
                                 name=f"grasp{i}"))
-    return close_loops(m, welds), q
+    if form == "closed":
+        return close_loops(m, welds), q
+    if form != "grasp":
+        raise ValueError(f"form must be 'closed' or 'grasp', got {form!r}")
+    from ..constraints import grasp_system
+    obj = build_model(parent=[-1], jtype=[J.FREE], Xtree_E=np.eye(3)[None], Xtree_r=np.zeros((1, 3)),
+                      axis=np.array([[0, 0, 1.0]]), mass=[box_mass], com=np.zeros((1, 3)), inertia=Ib[None],
+                      body_names=["box"], name="box",
+                      frames=[(f"grasp{i}", 0, np.asarray(w.placement_b[0]).T, np.asarray(w.placement_b[1]))
+                              for i, w in enumerate(welds)])
+    arms = []
+    for i in range(n_arms):
+        off = 1 + i * nb_a
+        arms.append(arm.replace(Xtree_E=jnp.asarray(np.stack(E[off:off + nb_a])),
+                                Xtree_r=jnp.asarray(np.stack(r[off:off + nb_a])), name=f"arm{i}"))
+    return grasp_system(obj, arms, "ee", [f"grasp{i}" for i in range(n_arms)]), q
 
 
 MECHANISMS["three_arms_box"] = arms_holding_box
