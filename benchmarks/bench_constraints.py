@@ -7,7 +7,8 @@ Usage: python benchmarks/bench_constraints.py [--batch 4096] [--arms 2,4,8,16] [
 Cases: anymal_c standing on four point feet (floating base, 12 rows), talos_reduced in double
 support (two welded feet, 12 rows), and ell PUMA arms holding a floating box
 (``jaxdyn.mechanisms.arms_holding_box``, 6 ell rows) for the scaling in ell, where Rodriguez and
-Kreutz's RCCFD 1 (``method="rccfd"`` on the GraspSystem form) is timed too.  jaxdyn is timed
+Kreutz's RCCFD 1 and Lilly and Orin's Type 0 algorithm (``method="rccfd"`` / ``"lilly_orin"``
+on the GraspSystem form) are timed too.  jaxdyn is timed
 as ``jit(vmap(constrained_forward_dynamics))`` over the batch (states satisfying the velocity
 constraint), Pinocchio as a Python loop of ``constraintDynamics`` calls (per call, one core).
 Writes JSON and a PNG plot.
@@ -64,12 +65,12 @@ def main():
             f.lower(Q, V, T).compile()
             row[f"{method}_compile_s"] = round(time.perf_counter() - t0, 2)
             row[f"{method}_us"] = 1e6 * timeit(lambda: jax.block_until_ready(f(Q, V, T)), min_time=1.0) / B
-        if gs is not None:
-            f = jax.jit(jax.vmap(lambda q, v, t: jaxdyn.constrained_forward_dynamics(gs, q, v, t, method="rccfd").qdd))
+        for method in (("rccfd", "lilly_orin") if gs is not None else ()):
+            f = jax.jit(jax.vmap(lambda q, v, t: jaxdyn.constrained_forward_dynamics(gs, q, v, t, method=method).qdd))
             t0 = time.perf_counter()
             f.lower(Q, V, T).compile()
-            row["rccfd_compile_s"] = round(time.perf_counter() - t0, 2)
-            row["rccfd_us"] = 1e6 * timeit(lambda: jax.block_until_ready(f(Q, V, T)), min_time=1.0) / B
+            row[f"{method}_compile_s"] = round(time.perf_counter() - t0, 2)
+            row[f"{method}_us"] = 1e6 * timeit(lambda: jax.block_until_ready(f(Q, V, T)), min_time=1.0) / B
         if pm is not None:
             data = pm.createData()
             pcd = pin.StdVec_RigidConstraintData()
@@ -125,7 +126,7 @@ def main():
         a1.legend(fontsize=8)
         arms = [r for r in rows if "arms" in r["case"]]
         ells = [int(r["case"].split("_")[0]) for r in arms]
-        for key, lab in (("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"), ("rccfd_us", "jaxdyn rccfd"),
+        for key, lab in (("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"), ("rccfd_us", "jaxdyn rccfd"), ("lilly_orin_us", "jaxdyn lilly_orin"),
                          ("pinocchio_us", "Pinocchio")):
             a2.loglog(ells, [r.get(key, np.nan) for r in arms], "o-", label=lab)
         a2.set_xlabel("arms holding the box (ell)")

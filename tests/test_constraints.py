@@ -297,9 +297,10 @@ def test_three_arms_holding_a_box_against_pinocchio():
 
 
 @pytest.mark.parametrize("ell", [3])
-def test_rccfd_equals_schur_and_kkt(ell):
-    """Rodriguez and Kreutz's RCCFD 1 (arms vmapped, Omega from the O(N) recursion (6.10))
-    against the Schur-complement and KKT solves of the same system as a ClosedModel."""
+def test_rccfd_and_lilly_orin_equal_schur_and_kkt(ell):
+    """Rodriguez and Kreutz's RCCFD 1 (arms vmapped, Omega from the O(N) recursion (6.10)) and
+    Lilly and Orin's Type 0 algorithm (6 x 6 solve for the held object) against the
+    Schur-complement and KKT solves of the same system as a ClosedModel."""
     cm, q = jaxdyn.mechanisms.arms_holding_box(ell)
     gs, q2 = jaxdyn.mechanisms.arms_holding_box(ell, form="grasp")
     np.testing.assert_array_equal(q, q2)
@@ -307,12 +308,13 @@ def test_rccfd_equals_schur_and_kkt(ell):
     K, v, tau, res, res_k = consistent_state(cm, q, rng, 10.0)
     for stab in (None, (10.0, 10.0)):
         ref = res if stab is None else jaxdyn.constrained_forward_dynamics(cm, q, v, tau, stabilization=stab)
-        r = jaxdyn.constrained_forward_dynamics(gs, q, v, tau, method="rccfd", stabilization=stab)
-        close(r.qdd, ref.qdd, 1e-10, "rccfd vs schur qdd")
-        close(r.lam, ref.lam, 1e-10, "rccfd vs schur lam")
-        close(r.residual, np.zeros(6 * ell), 1e-9, "rccfd residual")
+        for method in ("rccfd", "lilly_orin"):
+            r = jaxdyn.constrained_forward_dynamics(gs, q, v, tau, method=method, stabilization=stab)
+            close(r.qdd, ref.qdd, 1e-10, f"{method} vs schur qdd")
+            close(r.lam, ref.lam, 1e-10, f"{method} vs schur lam")
+            close(r.residual, np.zeros(6 * ell), 1e-9, f"{method} residual")
+            assert int(r.rank) == (6 * ell if method == "rccfd" else 6)   # Omega / the box's effective inertia
     close(res_k.qdd, res.qdd, 1e-9, "kkt vs schur")
-    assert int(r.rank) == 6 * ell
 
 
 def test_method_structure_errors():
@@ -320,9 +322,10 @@ def test_method_structure_errors():
     cm, q = jaxdyn.mechanisms.arms_holding_box(1)
     gs, _ = jaxdyn.mechanisms.arms_holding_box(1, form="grasp")
     z = np.zeros(cm.model.nv)
-    with pytest.raises(ArgumentError, match="method='rccfd' needs the structure of arms"):
-        jaxdyn.constrained_forward_dynamics(cm, q, z, z, method="rccfd")
-    with pytest.raises(ArgumentError, match="a GraspSystem is solved by method='rccfd'"):
+    for method in ("rccfd", "lilly_orin"):
+        with pytest.raises(ArgumentError, match=f"method='{method}' needs the structure of arms"):
+            jaxdyn.constrained_forward_dynamics(cm, q, z, z, method=method)
+    with pytest.raises(ArgumentError, match="a GraspSystem is solved by method='rccfd' or 'lilly_orin'"):
         jaxdyn.constrained_forward_dynamics(gs, q, z, z, method="schur")
     box = gs.obj
     with pytest.raises(ModelError, match="does not have the structure of arm 0"):

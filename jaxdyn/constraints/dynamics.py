@@ -47,7 +47,7 @@ from ..kinematics import frame_classical_acceleration, frame_jacobian, frame_pos
 from ..model.configuration import integrate
 from ..model.model import check_state
 from ..spatial.rotations import log3
-from .grasp import GraspSystem, rccfd
+from .grasp import GraspSystem, lilly_orin, rccfd
 from .model import ClosedModel
 from .solve import PROX_ITERS, diagnostics, prox_solve
 
@@ -57,7 +57,8 @@ class ConstrainedResult(NamedTuple):
     qdd: jax.Array       # (nv,) joint accelerations
     lam: jax.Array       # (m,) constraint forces: M qdd + h = tau + K^T lam
     residual: jax.Array  # (m,) K qdd + k + stabilization (0 up to round-off when consistent)
-    rank: jax.Array      # () numerical rank of K M^-1 K^T
+    rank: jax.Array      # () numerical rank of the solved system: K M^-1 K^T (schur, kkt, rccfd),
+                         #    the held object's 6 x 6 effective inertia (lilly_orin)
     cond: jax.Array      # () its condition number on its range
 
 
@@ -141,21 +142,21 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
     Returns: :class:`ConstrainedResult` (qdd, lam, residual, rank, cond).
     """
     if isinstance(cm, GraspSystem):
-        if method != "rccfd":
-            raise ArgumentError(f"a GraspSystem is solved by method='rccfd', got {method!r} (for schur / kkt "
-                                "build the equivalent ClosedModel with jaxdyn.close_loops)")
+        if method not in ("rccfd", "lilly_orin"):
+            raise ArgumentError(f"a GraspSystem is solved by method='rccfd' or 'lilly_orin', got {method!r} (for "
+                                "schur / kkt build the equivalent ClosedModel with jaxdyn.close_loops)")
         if jnp.shape(q) != (cm.nq,) or jnp.shape(qd) != (cm.nv,) or jnp.shape(tau) != (cm.nv,):
             raise ArgumentError(f"GraspSystem state: q ({cm.nq},), qd and tau ({cm.nv},) (object first, then "
                                 f"the arms), got {jnp.shape(q)}, {jnp.shape(qd)}, {jnp.shape(tau)}")
-        qdd, lam, residual, Omega = rccfd(cm, q, qd, tau, stabilization)
+        qdd, lam, residual, Omega = (rccfd if method == "rccfd" else lilly_orin)(cm, q, qd, tau, stabilization)
         rank, cond = diagnostics(Omega)
         return ConstrainedResult(qdd, lam, residual, rank, cond)
     if not isinstance(cm, ClosedModel):
         raise ArgumentError(f"constrained_forward_dynamics needs a ClosedModel (jaxdyn.close_loops) or a "
                             f"GraspSystem (jaxdyn.grasp_system), got {type(cm).__name__}")
-    if method == "rccfd":
-        raise ArgumentError("method='rccfd' needs the structure of arms of one kind holding one object: build a "
-                            "GraspSystem with jaxdyn.grasp_system (this ClosedModel is a general loop closure)")
+    if method in ("rccfd", "lilly_orin"):
+        raise ArgumentError(f"method={method!r} needs the structure of arms of one kind holding one object: build "
+                            "a GraspSystem with jaxdyn.grasp_system (this ClosedModel is a general loop closure)")
     if method not in ("schur", "kkt"):
         raise ArgumentError(f"unknown constrained method {method!r}; use 'schur', 'kkt' or (GraspSystem) 'rccfd'")
     model = cm.model

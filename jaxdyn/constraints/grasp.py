@@ -25,7 +25,7 @@ equivalent ClosedModel; f(0) of the paper is the force on the arms' tips, -lam.
 from __future__ import annotations
 
 import dataclasses
-from typing import Tuple
+from typing import NamedTuple, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -109,48 +109,94 @@ def grasp_residual(gs: GraspSystem, q):
     return jnp.concatenate([pt - pg, jax.vmap(lambda a, b: log3(a @ b.T))(Rt, Rg)], 1).reshape(-1)
 
 
-def rccfd(gs: GraspSystem, q, qd, tau, stabilization=None):
-    """RCCFD 1: returns (qdd (nv,), lam (6 ell,), residual (6 ell,), Omega (6 ell, 6 ell))."""
-    nobj_q, nobj_v = gs.obj.nq, gs.obj.nv
-    qo, qa = _split(gs, q, nobj_q, gs.arms.nq)
-    vo, va = _split(gs, qd, nobj_v, gs.arms.nv)
-    to, ta = _split(gs, tau, nobj_v, gs.arms.nv)
+class _Terms(NamedTuple):
+    theta_f: jax.Array    # (ell, N) free arm accelerations
+    Jt: jax.Array         # (ell, 6, N) tip Jacobians (world-aligned)
+    jdqd: jax.Array       # (ell, 6) tip J-dot q-dot
+    Lam_inv: jax.Array    # (ell, 6, 6) J M^-1 J^T per arm (6.10)
+    alpha_f: jax.Array    # (ell, 6) free tip accelerations
+    obj_f: jax.Array      # (6,) free object acceleration
+    G: jax.Array          # (ell, 6, 6) grasp-point Jacobians of the object
+    obj_bias: jax.Array   # (ell, 6) grasp-point J-dot q-dot of the object
+    Mo_inv: jax.Array     # (6, 6)
+    target: jax.Array     # (ell, 6) K qdd + k = target (Baumgarte; 0 without)
+
+
+def _terms(gs, q, qd, tau, stabilization):
+    """The per-arm (vmapped) and object quantities shared by RCCFD and Lilly-Orin."""
+    qo, qa = _split(gs, q, gs.obj.nq, gs.arms.nq)
+    vo, va = _split(gs, qd, gs.obj.nv, gs.arms.nv)
+    to, ta = _split(gs, tau, gs.obj.nv, gs.arms.nv)
     lwa = "local_world_aligned"
 
     def per_arm(arm, q, v, t):
-        theta_f = forward_dynamics(arm, q, v, t)                              # (6.11b)
+        theta_f = forward_dynamics(arm, q, v, t)                              # (4.9a), (6.11b)
         Jt = frame_jacobian(arm, q, gs.tip, lwa)
         jdqd = frame_classical_acceleration(arm, q, v, jnp.zeros_like(v), gs.tip, lwa)
         lam_inv = opspace_inverse_inertia(arm, q, [gs.tip], lwa)              # (6.10), (6.11d)
         return theta_f, Jt, jdqd, lam_inv, Jt @ v
 
     theta_f, Jt, jdqd, Lam_inv, tip_vel = jax.vmap(per_arm)(gs.arms, qa, va, ta)
-    alpha_f = jnp.einsum("lij,lj->li", Jt, theta_f) + jdqd                   # (6.11c)
-
-    # the object: free acceleration, grasp-point maps A^T (here G_i), M(C)^-1
+    alpha_f = jnp.einsum("lij,lj->li", Jt, theta_f) + jdqd                   # (4.9b), (6.11c)
     obj_f = forward_dynamics(gs.obj, qo, vo, to)
     frames = jnp.asarray(gs.grasp_frames)
-    G = jax.vmap(lambda f: frame_jacobian(gs.obj, qo, f, lwa))(frames)        # (ell, 6, 6)
+    G = jax.vmap(lambda f: frame_jacobian(gs.obj, qo, f, lwa))(frames)
     obj_bias = jax.vmap(lambda f: frame_classical_acceleration(gs.obj, qo, vo, jnp.zeros_like(vo), f, lwa))(frames)
-    Mo_inv = minv(gs.obj, qo)
-    alpha_obj = jnp.einsum("lij,j->li", G, obj_f) + obj_bias
-    Gs = G.reshape(-1, nobj_v)
-    ell = gs.n_arms
-    Omega = jax.scipy.linalg.block_diag(*[Lam_inv[i] for i in range(ell)]) + Gs @ Mo_inv @ Gs.T   # (6.11e)
-    target = jnp.zeros(6 * gs.n_arms, q.dtype)                                # K qdd + k = target
+    target = jnp.zeros((gs.n_arms, 6), q.dtype)
     if stabilization is not None:
         a_, b_ = stabilization
-        vel = (tip_vel - jnp.einsum("lij,j->li", G, vo)).reshape(-1)
-        target = -2.0 * a_ * vel - b_ ** 2 * grasp_residual(gs, q)
-    rhs = target - (alpha_f - alpha_obj).reshape(-1)
-    eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(Omega)), jnp.finfo(Omega.dtype).tiny)
-    lam = prox_solve(Omega, rhs, eps)                                        # (6.11f)
-    lam_l = lam.reshape(ell, 6)
+        vel = tip_vel - jnp.einsum("lij,j->li", G, vo)
+        target = -2.0 * a_ * vel - b_ ** 2 * grasp_residual(gs, q).reshape(gs.n_arms, 6)
+    return _Terms(theta_f, Jt, jdqd, Lam_inv, alpha_f, obj_f, G, obj_bias, minv(gs.obj, qo), target)
+
+
+def _finish(gs, q, T, lam_l, qdd_o):
+    """Joint accelerations of the arms from their tip forces (4.9e, 6.11g, Lilly-Orin 48) and the
+    constraint residual K qdd + k - target."""
+    qa = _split(gs, q, gs.obj.nq, gs.arms.nq)[1]
     g0 = jnp.zeros(3, q.dtype)
     dtheta = jax.vmap(lambda arm, q, Jt, f: aba(arm, q, jnp.zeros(arm.nv, q.dtype), Jt.T @ f, gravity=g0))(
-        gs.arms, qa, Jt, lam_l)                                               # (6.11g)
-    qdd_o = obj_f - Mo_inv @ (Gs.T @ lam)
-    qdd_a = theta_f + dtheta                                                  # (6.11i)
-    Kqdd_k = (jnp.einsum("lij,lj->li", Jt, qdd_a) + jdqd - jnp.einsum("lij,j->li", G, qdd_o) - obj_bias).reshape(-1)
-    residual = Kqdd_k - target
-    return jnp.concatenate([qdd_o, qdd_a.reshape(-1)]), lam, residual, Omega
+        gs.arms, qa, T.Jt, lam_l)
+    qdd_a = T.theta_f + dtheta
+    Kqdd_k = jnp.einsum("lij,lj->li", T.Jt, qdd_a) + T.jdqd - jnp.einsum("lij,j->li", T.G, qdd_o) - T.obj_bias
+    return jnp.concatenate([qdd_o, qdd_a.reshape(-1)]), (Kqdd_k - T.target).reshape(-1)
+
+
+def rccfd(gs: GraspSystem, q, qd, tau, stabilization=None):
+    """RCCFD 1 (6.11): Omega f = rhs for the tip forces (6 ell system), then the corrections.
+    Returns (qdd (nv,), lam (6 ell,), residual (6 ell,), Omega (6 ell, 6 ell))."""
+    T = _terms(gs, q, qd, tau, stabilization)
+    Gs = T.G.reshape(-1, gs.obj.nv)
+    Omega = jax.scipy.linalg.block_diag(*[T.Lam_inv[i] for i in range(gs.n_arms)]) + Gs @ T.Mo_inv @ Gs.T   # (6.11e)
+    alpha_obj = jnp.einsum("lij,j->li", T.G, T.obj_f) + T.obj_bias
+    rhs = (T.target - (T.alpha_f - alpha_obj)).reshape(-1)
+    eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(Omega)), jnp.finfo(Omega.dtype).tiny)
+    lam = prox_solve(Omega, rhs, eps)                                         # (6.11f)
+    qdd_o = T.obj_f - T.Mo_inv @ (Gs.T @ lam)
+    qdd, residual = _finish(gs, q, T, lam.reshape(gs.n_arms, 6), qdd_o)       # (6.11g-j)
+    return qdd, lam, residual, Omega
+
+
+def lilly_orin(gs: GraspSystem, q, qd, tau, stabilization=None):
+    """Lilly and Orin's simple closed-chain algorithm, Type 0 (chains holding a reference
+    member): with Lambda_k = (J_k M_k^-1 J_k^T)^-1 per chain (nonsingular: 6 joint dofs away
+    from kinematic singularities), one 6 x 6 solve for the reference member's acceleration,
+
+        (M_o + sum_k G_k^T Lambda_k G_k) a_o = tau_o - h_o - sum_k G_k^T Lambda_k (b_k + t_k - alpha_f,k)
+
+    (45)-(46), tip forces lam_k = Lambda_k (G_k a_o + b_k + t_k - alpha_f,k) (47) and joint
+    accelerations (48).  Returns (qdd, lam, residual, the 6 x 6 effective inertia)."""
+    from ..dynamics.common import pd_inverse
+    from ..dynamics.crba import crba
+    T = _terms(gs, q, qd, tau, stabilization)
+    qo, to = q[:gs.obj.nq], tau[:gs.obj.nv]
+    Lam = pd_inverse(T.Lam_inv)                                               # (ell, 6, 6)
+    Mo = crba(gs.obj, qo)
+    h_o = Mo @ (-T.obj_f) + to                                                # h_o - tau_o = -Mo a_free
+    c = T.obj_bias + T.target - T.alpha_f                                     # (ell, 6)
+    M_eff = Mo + jnp.einsum("lji,ljk,lkm->im", T.G, Lam, T.G)                 # (45)
+    rhs = to - h_o - jnp.einsum("lji,ljk,lk->i", T.G, Lam, c)
+    qdd_o = jnp.linalg.solve(M_eff, rhs)                                      # (46)
+    lam_l = jnp.einsum("ljk,lk->lj", Lam, jnp.einsum("lij,j->li", T.G, qdd_o) + c)   # (47)
+    qdd, residual = _finish(gs, q, T, lam_l, qdd_o)                           # (48)
+    return qdd, lam_l.reshape(-1), residual, M_eff

@@ -96,11 +96,12 @@ def _unrolled_spd_inverse(D):
         d = D[..., j, j] - jnp.sum(Lj * Lj, -1)
         sj = jnp.sqrt(jnp.where(d > 0, d, nan))
         col = (D[..., :, j] - jnp.sum(L * Lj[..., None, :], -1)) / sj[..., None]   # col[j] = sj
-        L = L.at[..., :, j].set(jnp.where(rows >= j, col, 0.0))
+        L = L.at[..., :, j].set(jnp.where(jnp.broadcast_to(rows >= j, col.shape), col, 0.0))
     Li = jnp.zeros_like(D)
     eye = jnp.eye(n, dtype=D.dtype)
     for i in range(n):                                                 # rows >= i of Li are 0
-        row = (eye[i] - jnp.sum(L[..., i, :, None] * Li, -2)) / L[..., i, i][..., None]
+        acc = jnp.sum(L[..., i, :, None] * Li, -2)
+        row = (jnp.broadcast_to(eye[i], acc.shape) - acc) / L[..., i, i][..., None]
         Li = Li.at[..., i, :].set(row)
     return jnp.sum(Li[..., :, :, None] * Li[..., :, None, :], -3)
 
