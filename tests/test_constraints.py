@@ -165,6 +165,11 @@ def test_bad_constraints_named_at_close_loops():
     for c, pat in cases:
         with pytest.raises(ModelError, match=pat):
             jaxdyn.close_loops(m, [c])
+    from jaxdyn.errors import ArgumentError
+    with pytest.raises(ArgumentError, match="method must be 'schur' or 'kkt', got 'udut'"):
+        jaxdyn.rollout(cm, q, np.zeros(3), None, steps=2, method="udut")
+    with pytest.raises(ArgumentError, match="stabilization applies to closed models"):
+        jaxdyn.rollout(m, q, np.zeros(3), None, steps=2, stabilization=(1.0, 1.0))
 
 
 def _rot(rng):

@@ -145,8 +145,8 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
         "abm" (Adams-Bashforth-Moulton 4, RK4 start).
       method: forward-dynamics method (see ``jaxdyn.methods()``); joint damping applies.
         For a closed model (:func:`jaxdyn.close_loops`) the accelerations are
-        :func:`jaxdyn.constrained_forward_dynamics` (``method`` "schur" or "kkt"; any other
-        name means "schur") with Baumgarte gains ``stabilization=(alpha, beta)`` or None.
+        :func:`jaxdyn.constrained_forward_dynamics` (``method`` "schur" or "kkt"; the default
+        "aba" means "schur") with Baumgarte gains ``stabilization=(alpha, beta)`` or None.
       chunk: if set (divides the scanned steps), scan over chunks whose bodies are
         ``jax.checkpoint``-ed: reverse-mode memory O(steps / chunk + chunk) instead of O(steps).
     Returns:
@@ -162,11 +162,16 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     closed = model if isinstance(model, ClosedModel) else None
     if closed is not None:
         model = closed.model
-        cmethod = method if method in ("schur", "kkt") else "schur"
+        cmethod = "schur" if method == "aba" else method      # the default front-door name
+        if cmethod not in ("schur", "kkt"):
+            raise ArgumentError(f"rollout of a closed model: method must be 'schur' or 'kkt', got {method!r}")
 
         def accel(q, qd, tau):
             return constrained_forward_dynamics(closed, q, qd, tau, method=cmethod, stabilization=stabilization).qdd
     else:
+        if stabilization is not None:
+            raise ArgumentError("stabilization applies to closed models (jaxdyn.close_loops) only")
+
         def accel(q, qd, tau):
             return forward_dynamics(model, q, qd, tau, method=method)
     steps = _check_steps(steps)
