@@ -105,6 +105,7 @@ def main():
                 row.update(pinocchio_nonfinite_of_checked=f"{pin_bad}/{len(idx)}",
                            singular_bodies=singular_bodies(m))
             rows.append(row)
+            jax.clear_caches()      # thousands of live XLA:CPU programs in one process exhaust LLVM's memory
             print(f"{rel:60s} {base:5s} nonfinite f64 {row['nonfinite_f64']:5d} f32 {row['nonfinite_f32']:5d}  "
                   f"f32 err median {row['f32_err_median'] or float('nan'):.1e} max {row['f32_err_max'] or float('nan'):.1e}"
                   + (f"  pin {row['pinocchio_nonfinite_of_checked']} {row['singular_bodies'][:3]}"
