@@ -137,7 +137,7 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
 
     Args: cm a :class:`ClosedModel` (``method`` "schur" | "kkt") or a
     :class:`~jaxdyn.constraints.grasp.GraspSystem` (``method="rccfd"``, Rodriguez and Kreutz's
-    RCCFD 1); q (nq,), qd (nv,), tau (nv,) (joint damping of the model applies, as in
+    RCCFD 1, or ``"lilly_orin"``, Lilly and Orin's Type 0); q (nq,), qd (nv,), tau (nv,) (joint damping of the model applies, as in
     :func:`jaxdyn.forward_dynamics`); ``stabilization`` None or (alpha, beta) Baumgarte gains.
     Returns: :class:`ConstrainedResult` (qdd, lam, residual, rank, cond).
     """
@@ -158,7 +158,8 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
         raise ArgumentError(f"method={method!r} needs the structure of arms of one kind holding one object: build "
                             "a GraspSystem with jaxdyn.grasp_system (this ClosedModel is a general loop closure)")
     if method not in ("schur", "kkt"):
-        raise ArgumentError(f"unknown constrained method {method!r}; use 'schur', 'kkt' or (GraspSystem) 'rccfd'")
+        raise ArgumentError(f"unknown constrained method {method!r}; use 'schur' or 'kkt' (a GraspSystem: "
+                            "'rccfd' or 'lilly_orin')")
     model = cm.model
     check_state(model, q=q, qd=qd, tau=tau)
     K = constraint_jacobian(cm, q)

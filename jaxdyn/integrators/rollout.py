@@ -251,7 +251,8 @@ def first_nonfinite(model, traj: Trajectory):
     idx = int(np.argmax(bad.any(0)))
     row = int(np.argmax(bad[:, idx]))
     Qr, Vr = Q.reshape(-1, *Q.shape[-2:])[row, idx], V.reshape(-1, *V.shape[-2:])[row, idx]
-    tr = t.reshape(-1, t.shape[-1])[min(row, t.reshape(-1, t.shape[-1]).shape[0] - 1), idx]
+    T2 = t.reshape(-1, t.shape[-1])                 # times are shared or per trajectory
+    tr = T2[min(row, T2.shape[0] - 1), idx]
     qidx, vidx = np.asarray(model.qidx), np.asarray(model.vidx)
     for nm, x, table in (("q", Qr, qidx), ("qd", Vr, vidx)):
         j = np.flatnonzero(~np.isfinite(x))

@@ -300,7 +300,7 @@ def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), inertia="war
     ``inertia``: what a link whose inertia is not physical does (not positive semidefinite
     beyond round-off, or violating the triangle inequality): ``"warn"`` (default) keeps it as
     given, as Pinocchio does, and warns; ``"raise"`` raises URDFError; ``"repair"`` replaces it
-    by the nearest valid inertia and warns with the change (:mod:`jaxdyn.model.validate`).
+    by a nearby valid inertia and warns with the change (:mod:`jaxdyn.model.validate`).
 
     Raises :class:`~jaxdyn.errors.URDFError` naming the file and element for malformed input.
     """

@@ -11,9 +11,8 @@ Policies for data that fails (``inertia=``):
 * ``"raise"``: :class:`~jaxdyn.errors.ModelError` naming the body (default of ``build_model``);
 * ``"warn"``: keep the data as given, warn (default of ``load_urdf``: loads what Pinocchio
   loads, which keeps such inertias as they are);
-* ``"repair"``: replace I by the nearest positive-semidefinite matrix (Frobenius norm:
-  negative principal moments clipped to 0, then raised to meet the triangle inequality if
-  needed) and warn with the change.
+* ``"repair"``: replace I by :func:`nearest_valid_inertia` (negative principal moments
+  clipped to 0, then projected onto the triangle inequality) and warn with the change.
 """
 from __future__ import annotations
 
@@ -34,11 +33,14 @@ def inertia_tolerance(lam, m):
 
 
 def nearest_valid_inertia(I):
-    """Nearest (Frobenius) positive-semidefinite inertia meeting the triangle inequality:
-    eigenvalues clipped at 0, then the largest lowered to the sum of the other two."""
+    """A valid inertia near I (Frobenius), same principal axes: the principal moments are
+    clipped at 0 (the nearest positive-semidefinite matrix), then, if I1 + I2 < I3, projected
+    orthogonally onto the plane I1 + I2 = I3 (each moves by d / 3)."""
     lam, V = np.linalg.eigh(0.5 * (I + I.T))
     lam = np.maximum(lam, 0.0)
-    lam[2] = min(lam[2], lam[0] + lam[1])
+    d = lam[2] - lam[0] - lam[1]
+    if d > 0:
+        lam = lam + np.array([d, d, -d]) / 3
     return (V * lam) @ V.T
 
 
@@ -75,7 +77,7 @@ def check_inertia(I, m, where, policy="raise", triangle="raise"):
         warnings.warn(msg + " (kept as given; inertia='repair' fixes it)", stacklevel=3)
         return I
     R = nearest_valid_inertia(I)
-    warnings.warn(msg + f"; repaired to the nearest valid inertia, principal moments "
+    warnings.warn(msg + f"; repaired to a nearby valid inertia, principal moments "
                   f"{np.linalg.eigvalsh(R).tolist()} (change {np.abs(R - I).max():.3g})", stacklevel=3)
     return R
 
