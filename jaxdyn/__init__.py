@@ -26,9 +26,9 @@ from .constraints import (Constraint, ClosedModel, close_loops, constrained_forw
                           constraint_jacobian, constraint_residual, project_constraints, GraspSystem, grasp_system)
 from . import apps
 from .apps import (inertial_parameters, with_inertial_parameters, regressor, base_parameters,
-                   identify_least_squares)
+                   identify_least_squares, identify_consistent, fourier_excitation, trajopt)
 from . import integrators
-from .integrators import rollout, first_nonfinite, Trajectory, cycloidal, feedforward, computed_torque, pd, zero_torque
+from .integrators import rollout, first_nonfinite, Trajectory, HeldLaw, cycloidal, feedforward, computed_torque, pd, zero_torque
 
 __version__ = "0.1.0"
 
@@ -41,6 +41,10 @@ __all__ = [
     "regressor",
     "base_parameters",
     "identify_least_squares",
+    "identify_consistent",
+    "fourier_excitation",
+    "trajopt",
+    "HeldLaw",
     "mechanisms",
     "minv_methods",
     "spatial",

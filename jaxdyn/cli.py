@@ -1,4 +1,5 @@
-"""Command line: ``jaxdyn simulate [CONFIG] [--out DIR] [--batch N] [--robot urdf:PATH]``.
+"""Command line: ``jaxdyn simulate [CONFIG] [--out DIR] [--batch N] [--robot urdf:PATH]``,
+``jaxdyn trajopt [CONFIG] [--out DIR]``, ``jaxdyn identify [CONFIG] [--out DIR]``.
 
 Exit codes: 0 success; 2 bad input (config, robot file, arguments: one line naming the
 problem, no traceback); 3 the simulation became non-finite (names the time and quantity).
@@ -12,18 +13,8 @@ import time
 
 
 def _robot(name):
-    import jaxdyn
-    if name.startswith("urdf:"):
-        return jaxdyn.load_urdf(name[5:])
-    builders = {"puma560": jaxdyn.robots.puma560, "stanford_arm": jaxdyn.robots.stanford_arm,
-                "planar3": jaxdyn.robots.planar3}
-    if name in jaxdyn.mechanisms.MECHANISMS:
-        return jaxdyn.mechanisms.MECHANISMS[name]()          # (ClosedModel, q0)
-    if name not in builders:
-        from .errors import ConfigError
-        raise ConfigError(f"robot.name {name!r} unknown; use one of "
-                          f"{sorted(builders) + sorted(jaxdyn.mechanisms.MECHANISMS)} or urdf:PATH")
-    return builders[name]()
+    from .io.named import robot_by_name
+    return robot_by_name(name)
 
 
 def _hold(model, q_ref, kp, kd):
@@ -172,11 +163,22 @@ def main(argv=None):
     s.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
     s.add_argument("--batch", type=_positive_int, default=1, help="simulate N perturbed copies at once (vmap)")
     s.add_argument("--robot", default=None, help="urdf:PATH to simulate any URDF (zero torque, neutral start)")
+    for cmd, hlp in (("trajopt", "optimize a trajectory (default: PUMA point-to-point minimum effort)"),
+                     ("identify", "identify link inertias (default: PUMA, simulated noisy data)")):
+        a = sub.add_parser(cmd, help=hlp)
+        a.add_argument("config", nargs="?", default=None, help="TOML file or built-in name")
+        a.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
     args = p.parse_args(argv)
     from .errors import JaxdynError, SimulationError
     try:
         if args.cmd == "simulate":
             return simulate(args)
+        if args.cmd == "trajopt":
+            from .apps.trajopt_cli import run
+            return run(args)
+        if args.cmd == "identify":
+            from .apps.identify_cli import run
+            return run(args)
     except SimulationError as e:    # the run failed numerically: exit 3
         print(f"jaxdyn: error: {e}", file=sys.stderr)
         return 3

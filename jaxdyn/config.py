@@ -31,45 +31,46 @@ def sim_steps(cfg) -> int:
     return int(round(s["T"] / s["dt"]))
 
 
-def builtin_configs():
-    return sorted(p.name[:-5] for p in resources.files("jaxdyn.configs").iterdir() if p.name.endswith(".toml"))
+APP_PREFIXES = ("trajopt_", "identify_")
+"""Built-in configs of ``jaxdyn trajopt`` / ``jaxdyn identify`` are named with these prefixes."""
+
+
+def builtin_configs(kind="all"):
+    """Names of the built-in configs: "all", "simulate" (no app prefix), "trajopt" or "identify"."""
+    names = sorted(p.name[:-5] for p in resources.files("jaxdyn.configs").iterdir() if p.name.endswith(".toml"))
+    if kind == "simulate":
+        return [n for n in names if not n.startswith(APP_PREFIXES)]
+    if kind in ("trajopt", "identify"):
+        return [n for n in names if n.startswith(kind + "_")]
+    return names
 
 
 def load_config(path=None) -> dict:
-    """Read a TOML config (path, or the name of a built-in one), validate, fill defaults."""
-    if path is None:
-        path = DEFAULT_CONFIG
-    if os.path.isdir(path):
-        raise ConfigError(f"config {path!r} is a directory, not a TOML file")
-    if not os.path.exists(path):
-        name = os.path.basename(path)[:-5] if path.endswith(".toml") else path
-        if name in builtin_configs():
-            text = (resources.files("jaxdyn.configs") / f"{name}.toml").read_text()
-            return validate(tomllib.loads(text), name)
-        raise ConfigError(f"config {path!r} not found (built-in configs: {builtin_configs()})")
-    try:
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: not valid TOML: {e}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot be read: {e}") from None
-    return validate(raw, os.path.splitext(os.path.basename(path))[0])
+    """Read a simulation TOML config (path, or the name of a built-in one), validate, fill
+    defaults."""
+    raw, name = read_toml(path, DEFAULT_CONFIG)
+    return validate(raw, name)
 
 
-def validate(raw: dict, name: str) -> dict:
+def check_tables(raw: dict, name: str, schema: dict, defaults: dict) -> dict:
+    """Type-check a parsed TOML dict against ``schema`` ({section: {key: type}}; types
+    float, int, str, bool, list (of numbers)), naming the offending key; fill ``defaults``."""
     cfg = {"name": name}
     for sec, val in raw.items():
-        if sec not in SCHEMA:
-            raise ConfigError(f"{name}: unknown section [{sec}]; known: {sorted(SCHEMA)}")
+        if sec not in schema:
+            raise ConfigError(f"{name}: unknown section [{sec}]; known: {sorted(schema)}")
         if not isinstance(val, dict):
             raise ConfigError(f"{name}: [{sec}] must be a table")
         for k, v in val.items():
-            if k not in SCHEMA[sec]:
-                raise ConfigError(f"{name}: unknown key {sec}.{k}; known: {sorted(SCHEMA[sec])}")
-            typ = SCHEMA[sec][k]
+            if k not in schema[sec]:
+                raise ConfigError(f"{name}: unknown key {sec}.{k}; known: {sorted(schema[sec])}")
+            typ = schema[sec][k]
             if typ is float and isinstance(v, int) and not isinstance(v, bool):
                 v = float(v)
+            if typ is bool:
+                if not isinstance(v, bool):
+                    raise ConfigError(f"{name}: {sec}.{k} must be true or false, got {v!r}")
+                continue
             if not isinstance(v, typ) or isinstance(v, bool):
                 raise ConfigError(f"{name}: {sec}.{k} must be {typ.__name__}, got {type(v).__name__} {v!r}")
             if typ is list:
@@ -82,8 +83,41 @@ def validate(raw: dict, name: str) -> dict:
                 raise ConfigError(f"{name}: {sec}.{k} must be finite, got {v!r}")
         cfg[sec] = dict(val)
         for k, v in val.items():
-            if SCHEMA[sec][k] is float:
+            if schema[sec][k] is float:
                 cfg[sec][k] = float(v)
+            elif schema[sec][k] is list:
+                cfg[sec][k] = [float(x) for x in v]
+    for sec, d in defaults.items():
+        cfg[sec] = {**d, **cfg.get(sec, {})}
+    return cfg
+
+
+def read_toml(path, default, kind="simulate"):
+    """(raw dict, name) of a TOML file path, or of a built-in config name."""
+    if path is None:
+        path = default
+    if os.path.isdir(path):
+        raise ConfigError(f"config {path!r} is a directory, not a TOML file")
+    if not os.path.exists(path):
+        name = os.path.basename(path)[:-5] if path.endswith(".toml") else path
+        if name in builtin_configs():
+            text = (resources.files("jaxdyn.configs") / f"{name}.toml").read_text()
+            return tomllib.loads(text), name
+        known = builtin_configs(kind)
+        raise ConfigError(f"config {path!r} not found (built-in configs: {known})")
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot be read: {e}") from None
+    return raw, os.path.splitext(os.path.basename(path))[0]
+
+
+def validate(raw: dict, name: str) -> dict:
+    """A simulation config: types (:func:`check_tables`), defaults and value checks."""
+    cfg = check_tables(raw, name, SCHEMA, {})
     for sec, d in DEFAULTS.items():
         cfg[sec] = {**d, **cfg.get(sec, {})}
     if "robot" not in cfg or "name" not in cfg["robot"]:

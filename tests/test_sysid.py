@@ -74,3 +74,58 @@ def test_identification_error_shrinks_with_data():
     pi_b = base.reduce(jaxdyn.inertial_parameters(m))
     err = [np.linalg.norm(jaxdyn.identify_least_squares(Yb[:n], tb[:n], base) - pi_b) for n in (25, 100, 400)]
     assert err[2] < err[1] < err[0], err
+
+
+def test_consistent_refinement_recovers_noiseless_base_parameters_physically():
+    """From a +-50 % perturbed start, L-BFGS on log-Cholesky parameters fits noiseless torques:
+    base parameters to 1e-6 relative, and every iterate's bodies are physical."""
+    from jaxdyn.apps.identify_cli import perturb
+    m = jaxdyn.robots.puma560()
+    Y, tau = _data(m, 60, 0)
+    base = jaxdyn.base_parameters(Y.reshape(-1, Y.shape[-1]))
+    start = perturb(m, jax.random.PRNGKey(2), 0.5)
+    theta0 = np.asarray(jaxdyn.log_cholesky_parameters(start))
+    fit = jaxdyn.apps.sysid.identify_consistent(Y, tau, theta0, steps=4000)
+    pi_b = base.reduce(jaxdyn.inertial_parameters(m))
+    rel = np.linalg.norm(base.reduce(fit.pi) - pi_b) / np.linalg.norm(pi_b)
+    rel0 = np.linalg.norm(base.reduce(jaxdyn.inertial_parameters(start)) - pi_b) / np.linalg.norm(pi_b)
+    assert rel <= 1e-6, (rel, rel0)
+    rep = jaxdyn.apps.sysid.consistency_report(m, fit.pi)
+    assert np.all(rep[:, 0] > 0) and np.all(rep[:, 1] > 0) and np.all(rep[:, 2] >= 0), rep
+    assert fit.history[-1] < 1e-12 * fit.history[0]
+
+
+def test_fourier_excitation_derivatives_bounds_and_conditioning():
+    from jaxdyn.apps import sysid as si
+    m = jaxdyn.robots.puma560()
+    f = si.fourier_excitation(m, jax.random.PRNGKey(0), harmonics=4, period=8.0, amplitude=0.7)
+    t0 = 1.234
+    q, qd, qdd = si.fourier_eval(f, t0)
+    close(qd, jax.jacfwd(lambda t: si.fourier_eval(f, t)[0])(t0), 1e-12, "qd = dq/dt")
+    close(qdd, jax.jacfwd(lambda t: si.fourier_eval(f, t)[1])(t0), 1e-12, "qdd = dqd/dt")
+    t = jnp.linspace(0, 8.0, 801)
+    Q = si.sample_fourier(f, t)[0]
+    assert float(jnp.max(jnp.abs(Q - f.q0[None]))) <= 0.7 + 1e-12
+    close(Q[0], Q[-1], 1e-12, "periodic")
+    W = si.stacked_regressor(m, *si.sample_fourier(f, t[::8]))
+    base = jaxdyn.base_parameters(np.asarray(W))
+    f2, hist = si.optimize_excitation(m, f, t[::8], base, steps=15)
+    assert float(hist[-1]) < 0.8 * float(hist[0]), hist
+    Q2 = si.sample_fourier(f2, t)[0]
+    assert float(jnp.max(jnp.abs(Q2 - f.q0[None]))) <= 0.7 + 1e-9      # the range bound still holds
+
+
+def test_simulation_error_gradient_matches_finite_differences():
+    from jaxdyn.apps import sysid as si
+    m = jaxdyn.robots.puma560()
+    theta = jaxdyn.log_cholesky_parameters(m)
+    assert bool(jnp.all(jnp.isfinite(theta)))
+    U = jnp.asarray(np.random.default_rng(0).normal(size=(15, 6)))
+    q0, qd0 = jnp.array([-1.0, 0.3, 0.2, 0.1, 0.5, 0.0]), jnp.zeros(6)
+    Qm = jaxdyn.rollout(m, q0, qd0, U, 0.02, 15).q + 0.01
+    f = jax.jit(lambda th: si.simulation_error(m, th, q0, qd0, U, 0.02, Qm))
+    g = jax.jit(jax.grad(lambda th: si.simulation_error(m, th, q0, qd0, U, 0.02, Qm)))(theta)
+    d = jnp.asarray(np.random.default_rng(1).normal(size=theta.shape))
+    eps = 1e-6
+    fd = (f(theta + eps * d) - f(theta - eps * d)) / (2 * eps)
+    assert abs(float(fd - jnp.vdot(g, d))) <= 1e-6 * max(1e-3, abs(float(fd))), (fd, jnp.vdot(g, d))

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from .. import spatial as sp
 from ..dynamics.common import body_inertias, scatter_dofs
@@ -113,3 +114,194 @@ def identify_least_squares(Y, tau, base: BaseParameters, weights=None, prior=Non
     elif prior is not None:
         raise ArgumentError("prior given with prior_weight = 0")
     return np.linalg.lstsq(A, b, rcond=None)[0]
+
+
+# ---- physically consistent refinement (log-Cholesky, optax) --------------------------------
+
+def parameters_from_log_cholesky(theta):
+    """theta (nb, 10) log-Cholesky parameters -> pi (10 nb,) in Pinocchio's order: every real
+    theta is a physically consistent set of bodies (Rucker & Wensing 2022)."""
+    return jax.vmap(lambda t: sp.inertia.to_vector(sp.inertia.from_log_cholesky(t)))(theta).reshape(-1)
+
+
+def consistency_report(model, pi):
+    """Per body: (mass, smallest principal moment about the COM, triangle margin
+    min(I1 + I2 - I3) over permutations).  A physical body has all three > 0 (>= 0 for the
+    moments of a flat body).  Returns a NumPy array (nb, 3)."""
+    m, _, Ic = jax.vmap(lambda p: sp.inertia.to_mcI(sp.inertia.from_vector(p)))(jnp.asarray(pi).reshape(model.nb, 10))
+    lam = np.linalg.eigvalsh(0.5 * (np.asarray(Ic) + np.swapaxes(np.asarray(Ic), -1, -2)))
+    tri = lam[:, 0] + lam[:, 1] - lam[:, 2]
+    return np.stack([np.asarray(m), lam[:, 0], tri], 1)
+
+
+class ConsistentFit(NamedTuple):
+    theta: jax.Array     # (nb, 10) log-Cholesky parameters
+    pi: jax.Array        # (10 nb,) inertial parameters of theta
+    history: jax.Array   # (steps,) loss per iteration
+
+
+def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0.0, steps=2000, fixed=None):
+    """Nonlinear refinement on the torque residual through the log-Cholesky parametrization
+    (every iterate physically consistent), with optax L-BFGS:
+
+    ``min_theta mean_k || w * (Y_k pi(theta) - tau_k) ||^2 / nv + prior_weight^2 ||pi(theta) - prior||^2 / p``
+
+    Y (N, nv, 10 nb), tau (N, nv) (armature terms removed), theta0 (nb, 10) start (e.g.
+    ``jaxdyn.log_cholesky_parameters(nominal)``), ``fixed`` (nb,) bool: bodies kept at theta0
+    (e.g. massless or unobservable ones).  Returns :class:`ConsistentFit`.
+    """
+    Y, tau, theta0 = jnp.asarray(Y), jnp.asarray(tau), jnp.asarray(theta0)
+    if Y.ndim != 3 or tau.shape != Y.shape[:2] or theta0.shape != (Y.shape[2] // 10, 10):
+        raise ShapeError(f"need Y (N, nv, 10 nb), tau (N, nv), theta0 (nb, 10); got {Y.shape}, {tau.shape}, "
+                         f"{theta0.shape}")
+    if not bool(jnp.all(jnp.isfinite(theta0))):
+        raise ArgumentError("theta0 has non-finite rows (bodies without a positive-definite pseudo-inertia); "
+                            "mark them fixed=... and give finite placeholders")
+    w = jnp.ones(Y.shape[1]) if weights is None else jnp.asarray(weights)
+    free = jnp.ones(theta0.shape[0], bool) if fixed is None else ~jnp.asarray(fixed, bool)
+    # normal equations once: the loss is quadratic in pi, so each evaluation is O(p^2)
+    Yw = Y * w[None, :, None]
+    A = jnp.einsum("nip,niq->pq", Yw, Yw) / (Y.shape[0] * Y.shape[1])
+    b = jnp.einsum("nip,ni->p", Yw, tau * w[None, :]) / (Y.shape[0] * Y.shape[1])
+    c = jnp.sum((tau * w[None, :]) ** 2) / (Y.shape[0] * Y.shape[1])
+    p = Y.shape[2]
+
+    def loss(th):
+        th = jnp.where(free[:, None], th, theta0)
+        pi = parameters_from_log_cholesky(th)
+        val = pi @ A @ pi - 2 * b @ pi + c
+        if prior is not None:
+            val = val + prior_weight ** 2 * jnp.sum((pi - prior) ** 2) / p
+        return val
+
+    opt = optax.lbfgs(memory_size=20)
+    vg = optax.value_and_grad_from_state(loss)
+
+    @jax.jit
+    def run(th):
+        def step(carry, _):
+            th, s = carry
+            v, g = vg(th, state=s)
+            upd, s = opt.update(g, s, th, value=v, grad=g, value_fn=loss)
+            return (optax.apply_updates(th, upd), s), v
+        (th, _), hist = jax.lax.scan(step, (th, opt.init(th)), None, length=steps)
+        th = jnp.where(free[:, None], th, theta0)
+        return th, parameters_from_log_cholesky(th), hist
+
+    return ConsistentFit(*run(theta0))
+
+
+def simulation_error(model, theta, q0, qd0, U, dt, Q_meas, stepper="rk4", free=None):
+    """Simulation-error loss mean |q_k(theta) - Q_meas[k]|^2 of a rollout of the model with
+    the bodies' log-Cholesky parameters theta (nb, 10) under held torques U (steps, nv), from
+    (q0, qd0); Q_meas (steps + 1, nq).  Differentiable in theta (reverse mode through the
+    rollout): the output-error estimator's objective."""
+    from ..integrators.rollout import rollout
+    from ..model.parameters import with_log_cholesky_parameters
+    if free is not None:
+        theta = jnp.where(jnp.asarray(free)[:, None], theta, jax.lax.stop_gradient(theta))
+    m = with_log_cholesky_parameters(model, theta)
+    tr = rollout(m, q0, qd0, U, dt, U.shape[0], stepper=stepper)
+    return jnp.mean((tr.q - Q_meas) ** 2)
+
+
+# ---- excitation trajectories ---------------------------------------------------------------
+
+class Fourier(NamedTuple):
+    """Finite Fourier series per joint (Swevers et al. 1997):
+    ``q_j(t) = q0_j + sum_l a_jl / (w_f l) sin(w_f l t) - b_jl / (w_f l) cos(w_f l t)``,
+    periodic with period 2 pi / w_f.  a, b (nv, L); q0 (nv,); w_f ()."""
+    a: jax.Array
+    b: jax.Array
+    q0: jax.Array
+    w_f: jax.Array
+
+
+def fourier_eval(f: Fourier, t):
+    """(q, qd, qdd) (nv,) each at time t (scalar)."""
+    L = f.a.shape[1]
+    wl = (f.w_f * jnp.arange(1, L + 1, dtype=f.a.dtype))[None, :]
+    s, c = jnp.sin(wl * t), jnp.cos(wl * t)
+    q = f.q0 + jnp.sum(f.a / wl * s - f.b / wl * c, 1)
+    qd = jnp.sum(f.a * c + f.b * s, 1)
+    qdd = jnp.sum(-f.a * wl * s + f.b * wl * c, 1)
+    return q, qd, qdd
+
+
+def fourier_excitation(model, key, harmonics=5, period=10.0, amplitude=1.0, center=None):
+    """A random Fourier excitation for a model with vector-space joints, scaled so that every
+    joint stays within ``center +- amplitude`` and within the model's finite joint limits
+    (a bound on the series' range, not a sampled check)."""
+    if model.nq != model.nv:
+        raise ArgumentError(f"Fourier excitation needs vector-space joints (nq == nv); {model.name!r} has "
+                            f"nq = {model.nq}, nv = {model.nv}")
+    nv = model.nv
+    ka, kb = jax.random.split(key)
+    a = jax.random.normal(ka, (nv, harmonics))
+    b = jax.random.normal(kb, (nv, harmonics))
+    w_f = 2 * jnp.pi / period
+    lo, hi = np.asarray(model.q_lower, float), np.asarray(model.q_upper, float)
+    fin = np.isfinite(lo) & np.isfinite(hi)
+    lo_, hi_ = np.where(fin, lo, 0.0), np.where(fin, hi, 0.0)
+    mid = np.where(fin, 0.5 * (lo_ + hi_), 0.0) if center is None else np.asarray(center, float)
+    half = np.minimum(amplitude, np.where(fin, 0.45 * (hi_ - lo_), np.inf))
+    wl = (w_f * jnp.arange(1, harmonics + 1))[None, :]
+    bound = jnp.sum((jnp.abs(a) + jnp.abs(b)) / wl, 1)        # max |q - q0 - offset|
+    scale = jnp.asarray(half) / bound
+    a, b = a * scale[:, None], b * scale[:, None]
+    return Fourier(a, b, jnp.asarray(mid, a.dtype), jnp.asarray(w_f, a.dtype))
+
+
+def sample_fourier(f: Fourier, t):
+    """(Q, QD, QDD) (N, nv) each at times t (N,)."""
+    return jax.vmap(lambda s: fourier_eval(f, s))(jnp.asarray(t))
+
+
+def stacked_regressor(model, Q, QD, QDD):
+    """W (N nv, 10 nb): the regressors of N samples stacked (jit + vmap)."""
+    Y = jax.jit(jax.vmap(regressor, in_axes=(None, 0, 0, 0)))(model, Q, QD, QDD)
+    return Y.reshape(-1, Y.shape[-1])
+
+
+def condition_number(W, base: BaseParameters):
+    """Condition number of the base-parameter columns of a stacked regressor (N nv, p), after
+    scaling each column to unit norm (so units do not count)."""
+    Wb = jnp.asarray(W)[:, jnp.asarray(base.independent)]
+    Wb = Wb / jnp.linalg.norm(Wb, axis=0, keepdims=True)
+    s = jnp.linalg.svd(Wb, compute_uv=False)
+    return s[0] / s[-1]
+
+
+def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, learning_rate=0.02):
+    """Lower the condition number of the base regressor over the samples t by Adam on the
+    Fourier coefficients (log cond; amplitudes re-bounded to the start's per-joint range after
+    every step).  Returns (Fourier, cond history (steps + 1,))."""
+    wl = (f.w_f * jnp.arange(1, f.a.shape[1] + 1))[None, :]
+    half0 = jnp.sum((jnp.abs(f.a) + jnp.abs(f.b)) / wl, 1)
+
+    def rescale(ab):
+        a, b = ab
+        bound = jnp.sum((jnp.abs(a) + jnp.abs(b)) / wl, 1)
+        s = jnp.minimum(1.0, half0 / bound)[:, None]
+        return a * s, b * s
+
+    def logcond(ab):
+        a, b = rescale(ab)
+        Q, QD, QDD = sample_fourier(f._replace(a=a, b=b), t)
+        Y = jax.vmap(regressor, in_axes=(None, 0, 0, 0))(model, Q, QD, QDD)
+        return jnp.log(condition_number(Y.reshape(-1, Y.shape[-1]), base))
+
+    opt = optax.adam(learning_rate)
+
+    @jax.jit
+    def run(ab):
+        def step(carry, _):
+            ab, s = carry
+            v, g = jax.value_and_grad(logcond)(ab)
+            upd, s = opt.update(g, s, ab)
+            return (rescale(optax.apply_updates(ab, upd)), s), v
+        (ab, _), hist = jax.lax.scan(step, (ab, opt.init(ab)), None, length=steps)
+        return ab, jnp.exp(jnp.concatenate([hist, logcond(ab)[None]]))
+
+    (a, b), hist = run((f.a, f.b))
+    return f._replace(a=a, b=b), hist

@@ -3,7 +3,7 @@ from .euler import semi_implicit_euler
 from .rk4 import rk4
 from .rkf45 import rkf45_step, rkf45_interval, rkf45_stats, RKFStats
 from .abm import abm4, abm_init, history_at
-from .rollout import (rollout, first_nonfinite, Trajectory, zero_torque, pd, feedforward, computed_torque, cycloidal,
+from .rollout import (rollout, first_nonfinite, Trajectory, HeldLaw, zero_torque, pd, feedforward, computed_torque, cycloidal,
                       STEPPERS)
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "rollout",
     "first_nonfinite",
     "Trajectory",
+    "HeldLaw",
     "zero_torque",
     "pd",
     "feedforward",

@@ -40,6 +40,15 @@ class Trajectory(NamedTuple):
 
 # ---- controllers -------------------------------------------------------------------------
 
+class HeldLaw(NamedTuple):
+    """Zero-order hold of parameters through a feedback law: over sample k every stage
+    applies ``tau = law(Z[k], t, q, qd)`` (Z (steps, p)).  With ``law = lambda z, t, q, qd:
+    rnea(model, q, qd, z)`` the rollout is a double integrator qdd = Z[k] (feedback
+    linearization), the acceleration parametrization of :mod:`jaxdyn.apps.trajopt`."""
+    Z: jax.Array
+    law: Callable
+
+
 def zero_torque(model):
     """The controller tau(t, q, qd) = 0 (nv,)."""
     return lambda t, q, qd: jnp.zeros(model.nv, jnp.result_type(qd))
@@ -87,6 +96,11 @@ def _controls(model, controller_or_torques, steps, dtype):
     """-> (tau_at(k, t, q, qd), held): the torque of step k at a stage (t, q, qd); ``held`` is
     True for a (steps, nv) zero-order-hold array."""
     c = controller_or_torques
+    if isinstance(c, HeldLaw):
+        Z = jnp.asarray(c.Z)
+        if Z.ndim != 2 or Z.shape[0] != steps:
+            raise ShapeError(f"HeldLaw parameters must have shape (steps, p) with steps = {steps}, got {Z.shape}")
+        return (lambda k, t, q, qd: c.law(Z[jnp.clip(k, 0, steps - 1)], t, q, qd)), True
     if callable(c):
         return (lambda k, t, q, qd: c(t, q, qd)), False
     if c is None:
@@ -137,7 +151,8 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     Args:
       controller_or_torques: ``ctrl(t, q, qd) -> tau`` (continuous-time law, evaluated at every
         stage); or a (steps, nv) torque array, row k held over [t_k, t_k+1) at every stage of
-        step k (true zero-order hold, any stepper); or (nv,) constant; or None (zero torque).
+        step k (true zero-order hold, any stepper); or (nv,) constant; or None (zero torque);
+        or a :class:`HeldLaw` (held parameters through a feedback law).
       dt: sample length; a Python / NumPy number or a traced JAX scalar (``jax.grad`` with
         respect to dt works with the fixed-step steppers).
       steps: number of samples, a concrete int (the scan length).

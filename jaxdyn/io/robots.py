@@ -8,20 +8,35 @@ from ..model.model import build_model
 from .dh import from_dh
 
 
-def planar3(lengths=(1.0, 0.8, 0.6), masses=(1.0, 0.8, 0.6)):
-    """Three-DOF planar RRR arm (Saha Sec. 4; the paper gives no link data, these are ours).
+def planar_chain(lengths, masses, name="planar"):
+    """An n-DOF planar chain of revolute joints (DH a_i = lengths, b_i = alpha_i = 0).
 
     Links are uniform slender rods of length a_i and mass m_i along X_{i+1}: the mass
     center is at the middle, so ``[r_i]_{i+1} = (a_i / 2, 0, 0)``, and
-    ``[I_i]_{i+1} = diag(0, m a^2/12, m a^2/12)``.  All DH b_i = alpha_i = 0; the arm moves in
-    the X_1-Y_1 plane and gravity is -9.81 m/s^2 along Y_1 (a vertical plane).
+    ``[I_i]_{i+1} = diag(0, m a^2/12, m a^2/12)``.  The chain moves in the X_1-Y_1 plane and
+    gravity is -9.81 m/s^2 along Y_1 (a vertical plane): q = 0 is horizontal, q_1 = -pi/2
+    hangs down.
     """
     a, m = np.asarray(lengths, float), np.asarray(masses, float)
-    table = np.stack([a, np.zeros(3), np.zeros(3), np.zeros(3)], 1)
+    if a.ndim != 1 or a.shape != m.shape or a.size == 0:
+        raise ValueError(f"lengths and masses must be equal-length 1-D lists, got {a.shape}, {m.shape}")
+    n = a.size
+    table = np.stack([a, np.zeros(n), np.zeros(n), np.zeros(n)], 1)
     I = np.stack([[0.0, mi * ai**2 / 12, mi * ai**2 / 12] for mi, ai in zip(m, a)])
     r = np.stack([[ai / 2, 0.0, 0.0] for ai in a])
-    return from_dh(table, joints="RRR", mass=m, r=r, inertia=I, gravity=(0.0, -9.81, 0.0),
-                   name="planar3")
+    return from_dh(table, joints="R" * n, mass=m, r=r, inertia=I, gravity=(0.0, -9.81, 0.0), name=name)
+
+
+def planar3(lengths=(1.0, 0.8, 0.6), masses=(1.0, 0.8, 0.6)):
+    """Three-DOF planar RRR arm (Saha Sec. 4; the paper gives no link data, these are ours):
+    :func:`planar_chain` of three uniform rods."""
+    return planar_chain(lengths, masses, name="planar3")
+
+
+def double_pendulum(lengths=(1.0, 1.0), masses=(1.0, 1.0)):
+    """A double pendulum of two uniform rods in a vertical plane (:func:`planar_chain`):
+    hanging at q = (-pi/2, 0), upright at q = (pi/2, 0)."""
+    return planar_chain(lengths, masses, name="double_pendulum")
 
 
 # Saha Table II (i): Stanford arm.  Columns a, b, alpha(deg), theta(deg); m; r; Ixx Iyy Izz.

@@ -1,0 +1,357 @@
+"""Gradient-based trajectory optimization: direct single and multiple shooting over
+:func:`jaxdyn.rollout`, with optax.
+
+Decision variables are the zero-order-hold torques U (steps, nv) of a rollout (row k acts over
+[t_k, t_k+1)), reparametrized for torque limits as ``U = L tanh(Z / L)`` (L (nv,) the limits;
+``U = Z`` without limits), so every iterate respects the limits and Z is in torque units.
+
+Cost (user-given pure functions)::
+
+    J(Z) = sum_k running_cost(t_k, q_k, qd_k, U_k) dt + terminal_cost(q_N, qd_N)
+
+*Single shooting* integrates one rollout from (q0, qd0).  *Multiple shooting* splits the
+horizon into S segments of equal length with their own start states X_s = (q_s, qd_s)
+(decision variables too, s = 1..S-1), integrates the segments in parallel (``vmap``) and
+closes the defects ``d_s = (q_s(end) - q_{s+1}, qd_s(end) - qd_{s+1})`` (configuration
+difference on the tangent space, as :func:`jaxdyn.difference`) by an augmented Lagrangian
+``J + lam . d + rho/2 |d|^2`` (``defects="al"``, multiplier update ``lam += rho d`` after each
+outer round) or a quadratic penalty (``defects="penalty"``, lam = 0).
+
+The whole optimizer loop is one ``lax.scan`` inside ``jit``, so it compiles once (seconds) and
+``vmap``s: :func:`optimize` takes a batch of initial guesses (multi-start) and a stacked model
+(robust optimization: the mean cost over model variants, e.g. payload masses, with one U).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from ..errors import ArgumentError, ShapeError
+from ..integrators.rollout import STEPPERS, HeldLaw, Trajectory, rollout
+from ..model.configuration import difference, normalize
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Problem:
+    """A trajectory-optimization problem (static: closed over by jit, not traced).
+
+    Attributes:
+      model: the robot (or a :func:`jaxdyn.stack` of variants for robust optimization).
+      q0 (nq,), qd0 (nv,): the initial state.
+      dt, steps: sample length and number of samples (horizon T = steps dt).
+      running_cost: ``l(t, q (nq,), qd (nv,), u (nv,)) -> ()``, integrated by the rectangle rule.
+      terminal_cost: ``phi(q_N (nq,), qd_N (nv,)) -> ()``.
+      tau_limit: None or (nv,) symmetric torque limits L > 0 (``U = L tanh(Z / L)``).
+      stepper, method: passed to :func:`jaxdyn.rollout` ("rk4" and "aba" by default).
+      terminal_constraint: None or ``psi(q_N, qd_N) -> (r,)``, driven to 0 by the augmented
+        Lagrangian of :func:`optimize` (e.g. reach a target exactly).
+      scale: None or (nv,) torque scale s: ``U = s Z`` (inside the limits' tanh), a diagonal
+        preconditioner.  :func:`problem` sets s = diag M(q0) with ``scale="inertia"``, which
+        equalizes the joints' sensitivities (wrist vs base inertias differ by 100x on a PUMA).
+      parametrization: "torque" (Z are the held torques) or "acceleration" (Z are held joint
+        accelerations, applied by the feedback-linearizing law ``tau = rnea(q, qd, Z[k])``
+        inside every stage, then limited): the terminal state is then nearly linear in Z,
+        which conditions reaching problems far better (Z (steps, nv), vector-space joints).
+    """
+    model: object
+    q0: jax.Array
+    qd0: jax.Array
+    dt: float
+    steps: int
+    running_cost: Callable
+    terminal_cost: Callable
+    tau_limit: jax.Array | None = None
+    stepper: str = "rk4"
+    method: str = "aba"
+    terminal_constraint: Callable | None = None
+    scale: jax.Array | None = None
+    parametrization: str = "torque"
+
+    @property
+    def nv(self):
+        return self.qd0.shape[-1]
+
+
+def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_limit=None, stepper="rk4",
+            method="aba", terminal_constraint=None, scale=None, parametrization="torque") -> Problem:
+    """A validated :class:`Problem` (shapes of q0/qd0/tau_limit, stepper name, positive steps)."""
+    q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
+    nq, nv = model.nq, model.nv
+    if q0.shape != (nq,) or qd0.shape != (nv,):
+        raise ShapeError(f"q0 must be ({nq},) and qd0 ({nv},) for model {model.name!r}, got {q0.shape}, {qd0.shape}")
+    if stepper not in STEPPERS or stepper == "rkf45":
+        raise ArgumentError(f"trajopt stepper must be a fixed-step one of euler|rk4|abm, got {stepper!r}")
+    if int(steps) < 1:
+        raise ArgumentError(f"steps must be a positive int, got {steps!r}")
+    if tau_limit is not None:
+        tau_limit = jnp.broadcast_to(jnp.asarray(tau_limit, float), (nv,))
+        if not bool(jnp.all(tau_limit > 0)):
+            raise ArgumentError(f"tau_limit must be > 0, got {np.asarray(tau_limit)}")
+    if terminal_cost is None:
+        terminal_cost = lambda q, qd: jnp.zeros((), q.dtype)  # noqa: E731
+    for nm, f in (("running_cost", running_cost), ("terminal_cost", terminal_cost),
+                  ("terminal_constraint", terminal_constraint)):
+        if f is not None and not callable(f):
+            raise ArgumentError(f"{nm} must be a callable, got {type(f).__name__}")
+    if isinstance(scale, str):
+        if scale != "inertia":
+            raise ArgumentError(f"scale must be None, 'inertia' or (nv,) numbers, got {scale!r}")
+        from ..dynamics.crba import crba
+        scale = jnp.diag(crba(model, q0))
+    if scale is not None:
+        scale = jnp.broadcast_to(jnp.asarray(scale, float), (nv,))
+        if not bool(jnp.all(scale > 0)):
+            raise ArgumentError(f"scale must be > 0, got {np.asarray(scale)}")
+    if parametrization not in ("torque", "acceleration"):
+        raise ArgumentError(f"parametrization must be 'torque' or 'acceleration', got {parametrization!r}")
+    return Problem(model, q0, qd0, float(dt), int(steps), running_cost, terminal_cost, tau_limit, stepper, method,
+                   terminal_constraint, scale, parametrization)
+
+
+def _limit(prob, U):
+    if prob.tau_limit is None:
+        return U
+    L = jnp.broadcast_to(prob.tau_limit, U.shape)
+    return L * jnp.tanh(U / L)
+
+
+def controls(prob: Problem, Z, model=None):
+    """What :func:`jaxdyn.rollout` applies for decision variables Z (steps, nv): the held
+    torques U (steps, nv) (torque parametrization) or a :class:`jaxdyn.HeldLaw`
+    (acceleration parametrization)."""
+    U = Z if prob.scale is None else jnp.broadcast_to(prob.scale, Z.shape) * Z
+    if prob.parametrization == "torque":
+        return _limit(prob, U)
+    from ..dynamics.rnea import rnea
+    m = prob.model if model is None else model
+    return HeldLaw(U, lambda z, t, q, qd: _limit(prob, rnea(m, q, qd, z)))
+
+
+def decision_from_torques(prob: Problem, U):
+    """Z with ``controls(prob, Z) == U`` (U clipped to 0.999 of the limits): warm starts of
+    the torque parametrization."""
+    U = jnp.asarray(U, float)
+    if prob.tau_limit is not None:
+        L = jnp.broadcast_to(prob.tau_limit, U.shape)
+        U = L * jnp.arctanh(jnp.clip(U / L, -0.999, 0.999))
+    return U if prob.scale is None else U / jnp.broadcast_to(prob.scale, U.shape)
+
+
+def _cost(prob, tr: Trajectory):
+    """Rectangle rule of the running cost at the samples; u = the torque applied at sample k."""
+    run = jax.vmap(prob.running_cost)(tr.t[:-1], tr.q[:-1], tr.qd[:-1], tr.tau[:-1])
+    return jnp.sum(run) * prob.dt
+
+
+def simulate(prob: Problem, Z, model=None) -> Trajectory:
+    """The single-shooting rollout of Z (steps, nv) from (q0, qd0)."""
+    m = prob.model if model is None else model
+    return rollout(m, prob.q0, prob.qd0, controls(prob, Z, m), prob.dt, prob.steps, stepper=prob.stepper,
+                   method=prob.method)
+
+
+def single_shooting_cost(prob: Problem, Z, model=None):
+    """J(Z) () of one rollout from (q0, qd0)."""
+    tr = simulate(prob, Z, model)
+    return _cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
+
+
+def _segments(prob, S):
+    if prob.steps % S:
+        raise ArgumentError(f"multiple shooting: segments = {S} must divide steps = {prob.steps}")
+    return prob.steps // S
+
+
+def multiple_shooting_terms(prob: Problem, params, S, model=None):
+    """(J, d): the cost () and the defects d (S - 1, nv + nv) of multiple shooting.
+
+    params: ``{"Z": (steps, nv), "X": (S - 1, nq + nv)}`` (segment start states q, qd)."""
+    return _multiple_shooting(prob, params, S, model)[:2]
+
+
+def _multiple_shooting(prob, params, S, model):
+    """(J, d, q_N, qd_N)."""
+    m = prob.model if model is None else model
+    n = _segments(prob, S)
+    nq = prob.q0.shape[0]
+    Z, X = params["Z"], params["X"]
+    Zs = Z.reshape(S, n, -1)
+    qs = jnp.concatenate([prob.q0[None], jax.vmap(lambda q: normalize(m, q))(X[:, :nq])], 0)
+    vs = jnp.concatenate([prob.qd0[None], X[:, nq:]], 0)
+    t0 = jnp.arange(S) * (n * prob.dt)
+
+    def seg(q, v, z, t):
+        tr = rollout(m, q, v, controls(prob, z, m), prob.dt, n, stepper=prob.stepper, method=prob.method, t0=t)
+        return tr, _cost(prob, tr)
+
+    trs, run = jax.vmap(seg)(qs, vs, Zs, t0)
+    J = jnp.sum(run) + prob.terminal_cost(trs.q[-1, -1], trs.qd[-1, -1])
+    dq = jax.vmap(lambda a, b: difference(m, b, a))(trs.q[:-1, -1], qs[1:])
+    d = jnp.concatenate([dq, trs.qd[:-1, -1] - vs[1:]], 1)
+    return J, d, trs.q[-1, -1], trs.qd[-1, -1]
+
+
+def multiple_shooting_init(prob: Problem, Z, S, model=None):
+    """Multiple-shooting variables from torques-space Z (steps, nv): the segment starts are
+    the single-shooting rollout's states (zero defects at the start)."""
+    n = _segments(prob, S)
+    tr = simulate(prob, Z, model)
+    X = jnp.concatenate([tr.q[n:-1:n], tr.qd[n:-1:n]], 1)
+    return {"Z": jnp.asarray(Z), "X": X}
+
+
+class Result(NamedTuple):
+    """Outcome of :func:`optimize` (leading batch axes for multi-start)."""
+    params: object          # Z (steps, nv) or {"Z", "X"} (multiple shooting)
+    U: jax.Array            # (steps, nv) the torques applied at the samples (variant 0)
+    cost: jax.Array         # () J of the single-shooting rollout of U (mean over model variants)
+    history: jax.Array      # (iterations,) objective per iteration (incl. defect terms)
+    defect: jax.Array       # () max |defect| (0 for single shooting)
+    trajectory: Trajectory  # single-shooting rollout of U on prob.model (variant 0 of a stack)
+
+
+def _make_optimizer(name, learning_rate, memory_size):
+    if name == "adam":
+        return optax.adam(learning_rate)
+    if name == "lbfgs":
+        return optax.lbfgs(memory_size=memory_size)
+    raise ArgumentError(f"optimizer must be 'adam' or 'lbfgs', got {name!r}")
+
+
+def _run(f, opt, params, iterations, lbfgs):
+    """Minimize f from params by ``iterations`` optax steps in one lax.scan -> (params, history)."""
+    state = opt.init(params)
+    vg = optax.value_and_grad_from_state(f) if lbfgs else jax.value_and_grad(f)
+
+    def step(carry, _):
+        p, s = carry
+        if lbfgs:
+            v, g = vg(p, state=s)
+            upd, s = opt.update(g, s, p, value=v, grad=g, value_fn=f)
+        else:
+            v, g = vg(p)
+            upd, s = opt.update(g, s, p)
+        return (optax.apply_updates(p, upd), s), v
+
+    (params, _), hist = lax.scan(step, (params, state), None, length=iterations)
+    return params, hist
+
+
+def _pack(J, d):
+    return jnp.concatenate([J[None], d.ravel()])
+
+
+def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", iterations=100,
+             learning_rate=1e-2, segments=4, defects="al", rounds=4, rho=100.0, robust=False,
+             memory_size=30) -> Result:
+    """Optimize the torques of ``prob``.
+
+    Equality constraints c = (terminal_constraint(q_N, qd_N), multiple-shooting defects) are
+    handled by an augmented Lagrangian ``J + lam . c + rho/2 |c|^2`` minimized ``rounds`` times
+    (``iterations`` optimizer steps each) with ``lam += rho c`` between rounds
+    (``defects="penalty"`` keeps lam = 0).  Without constraints there is one round.
+
+    Args:
+      Z0: initial decision variables (steps, nv) (zeros if None), or (K, steps, nv) for K
+        multi-starts optimized at once (vmap; the result has a leading K axis).
+      shooting: "single" or "multiple" (``segments`` segments integrated in parallel).
+      optimizer: "lbfgs" (optax.lbfgs with its zoom line search and ``memory_size`` pairs) or
+        "adam" (``learning_rate``).
+      robust: ``prob.model`` is a :func:`jaxdyn.stack` of variants (same structure, e.g.
+        payload masses): minimize the mean cost (and mean constraint) over them with one U.
+    Returns:
+      :class:`Result`; ``defect`` is max |c| at the end.
+    """
+    if shooting not in ("single", "multiple"):
+        raise ArgumentError(f"shooting must be 'single' or 'multiple', got {shooting!r}")
+    if defects not in ("al", "penalty"):
+        raise ArgumentError(f"defects must be 'al' or 'penalty', got {defects!r}")
+    shape = (prob.steps, prob.nv)
+    Z0 = jnp.zeros(shape) if Z0 is None else jnp.asarray(Z0, float)
+    if Z0.shape[-2:] != shape or Z0.ndim not in (2, 3):
+        raise ShapeError(f"Z0 must be (steps, nv) = {shape} or (K, steps, nv), got {Z0.shape}")
+    _make_optimizer(optimizer, learning_rate, memory_size)         # validates the name
+    fn = _solver(prob, Z0.ndim == 3, shooting, optimizer, int(iterations), float(learning_rate), int(segments),
+                 defects, int(rounds), float(rho), bool(robust), int(memory_size))
+    return Result(*fn(Z0))
+
+
+@functools.lru_cache(maxsize=32)
+def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segments, defects, rounds, rho, robust,
+            memory_size):
+    """The jitted optimizer of :func:`optimize`, cached per problem and options (one compile
+    for repeated calls, e.g. separate multi-starts)."""
+    opt = _make_optimizer(optimizer, learning_rate, memory_size)
+    lbfgs = optimizer == "lbfgs"
+    model = prob.model
+    if robust:
+        mean = lambda fn: (lambda p: jnp.mean(jax.vmap(lambda m: fn(p, m))(model), 0))  # noqa: E731
+    else:
+        mean = lambda fn: (lambda p: fn(p, model))  # noqa: E731
+    model0 = jax.tree_util.tree_map(lambda x: x[0], model) if robust else model
+    S = segments
+    psi = prob.terminal_constraint or (lambda q, qd: jnp.zeros((0,), q.dtype))
+
+    def terms_one(p, m):
+        if shooting == "single":
+            tr = simulate(prob, p, m)
+            J = _cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
+            return _pack(J, psi(tr.q[-1], tr.qd[-1]))
+        J, d, qN, qdN = _multiple_shooting(prob, p, S, m)
+        return _pack(J, jnp.concatenate([psi(qN, qdN), d.ravel()]))
+
+    terms = mean(terms_one)
+    single = mean(lambda Z, m: single_shooting_cost(prob, Z, m))
+
+    def solve_one(Z):
+        params = Z if shooting == "single" else multiple_shooting_init(prob, Z, S, model0)
+        nc = jax.eval_shape(terms, params).shape[0] - 1
+        lam = jnp.zeros(nc, Z.dtype)
+
+        def round_(carry, _):
+            p, lam = carry
+
+            def f(p):
+                jc = terms(p)
+                J, c = jc[0], jc[1:]
+                return J + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
+
+            p, hist = _run(f, opt, p, iterations, lbfgs)
+            c = terms(p)[1:]
+            lam = lam + rho * c if defects == "al" else lam
+            return (p, lam), hist
+
+        n_rounds = rounds if nc else 1
+        (params, lam), hist = lax.scan(round_, (params, lam), None, length=n_rounds)
+        c = terms(params)[1:]
+        dmax = jnp.max(jnp.abs(c)) if nc else jnp.zeros((), Z.dtype)
+        Zf = params if shooting == "single" else params["Z"]
+        tr = simulate(prob, Zf, model0)
+        return params, tr.tau[:-1], single(Zf), hist.reshape(-1), dmax, tr
+
+    return jax.jit(jax.vmap(solve_one) if batched else solve_one)
+
+
+def effort(U, dt):
+    """Control effort sum_k |U_k|^2 dt of (steps, nv) torques (the minimum-effort cost)."""
+    return jnp.sum(jnp.asarray(U) ** 2) * dt
+
+
+def payload_variants(model, body, extra_masses):
+    """A :func:`jaxdyn.stack` of copies of ``model`` with ``extra_masses`` (K,) added at the
+    COM of ``body`` (name or index): robust optimization over an uncertain payload."""
+    from ..model.stack import stack
+    if isinstance(body, str):
+        if body not in model.body_names:
+            raise ArgumentError(f"payload body {body!r} not in model {model.name!r}; bodies: {list(model.body_names)}")
+        b = model.body_names.index(body)
+    else:
+        b = int(body)
+    return stack([model.replace(mass=model.mass.at[b].add(float(dm))) for dm in extra_masses])

@@ -1,0 +1,236 @@
+"""``jaxdyn trajopt [CONFIG]``: config -> problem -> optimize -> outputs (CSV, plots, summary).
+
+Config (TOML; built-in ``trajopt_puma_p2p`` is the default)::
+
+    [robot]      name = "puma560" | "double_pendulum" | ... | "urdf:PATH"
+    [problem]    T, dt, q_final, qd_final (zeros), q0, qd0 (neutral, zeros), tau_limit (none),
+                 stepper ("euler"), parametrization ("acceleration"), terminal ("constraint" |
+                 "penalty"), terminal_weight (1e4, penalty only)
+    [optimizer]  name ("lbfgs" | "adam"), iterations, rounds, rho, learning_rate, shooting
+                 ("single" | "multiple"), segments, multistart (1), seed, spread (init noise)
+    [robust]     body, extra_masses (list): optimize the mean over payload variants
+    [compare]    cycloidal (true): Saha's cycloidal trajectory (eq. 18) between the same
+                 endpoints, executed by computed torque on the same stepper, and its effort
+
+The cost is the control effort sum_k |tau_k|^2 dt (minimum effort).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..config import check_tables, read_toml
+from ..errors import ConfigError
+
+SCHEMA = {
+    "robot": {"name": str},
+    "problem": {"T": float, "dt": float, "q0": list, "qd0": list, "q_final": list, "qd_final": list,
+                "tau_limit": list, "stepper": str, "parametrization": str, "terminal": str,
+                "terminal_weight": float},
+    "optimizer": {"name": str, "iterations": int, "rounds": int, "rho": float, "learning_rate": float,
+                  "shooting": str, "segments": int, "multistart": int, "seed": int, "spread": float},
+    "robust": {"body": str, "extra_masses": list},
+    "compare": {"cycloidal": bool},
+}
+DEFAULTS = {
+    "problem": {"stepper": "euler", "parametrization": "acceleration", "terminal": "constraint",
+                "terminal_weight": 1e4},
+    "optimizer": {"name": "lbfgs", "iterations": 30, "rounds": 4, "rho": 1e5, "learning_rate": 1e-2,
+                  "shooting": "single", "segments": 4, "multistart": 1, "seed": 0, "spread": 0.1},
+    "compare": {"cycloidal": True},
+}
+DEFAULT_CONFIG = "trajopt_puma_p2p"
+
+
+def load(path=None) -> dict:
+    """Read and validate a trajopt config (named errors for missing keys and bad values)."""
+    raw, name = read_toml(path, DEFAULT_CONFIG, kind="trajopt")
+    cfg = check_tables(raw, name, SCHEMA, DEFAULTS)
+    if "name" not in cfg.get("robot", {}):
+        raise ConfigError(f"{name}: missing robot.name")
+    p, o = cfg["problem"], cfg["optimizer"]
+    for k in ("T", "dt", "q_final"):
+        if k not in p:
+            raise ConfigError(f"{name}: missing problem.{k}")
+    if p["dt"] <= 0 or p["T"] <= 0 or p["T"] / p["dt"] < 1:
+        raise ConfigError(f"{name}: need problem.T >= problem.dt > 0, got T = {p['T']}, dt = {p['dt']}")
+    choices = {("problem", "stepper"): ("euler", "rk4", "abm"),
+               ("problem", "parametrization"): ("torque", "acceleration"),
+               ("problem", "terminal"): ("constraint", "penalty"),
+               ("optimizer", "name"): ("lbfgs", "adam"), ("optimizer", "shooting"): ("single", "multiple")}
+    for (sec, k), ok in choices.items():
+        if cfg[sec][k] not in ok:
+            raise ConfigError(f"{name}: {sec}.{k} must be one of {list(ok)}, got {cfg[sec][k]!r}")
+    for k in ("iterations", "rounds", "segments", "multistart"):
+        if o[k] < 1:
+            raise ConfigError(f"{name}: optimizer.{k} must be >= 1, got {o[k]}")
+    if "robust" in cfg and ("body" not in cfg["robust"] or "extra_masses" not in cfg["robust"]):
+        raise ConfigError(f"{name}: [robust] needs body and extra_masses")
+    return cfg
+
+
+def _vec(cfg, sec, key, n, default):
+    import numpy as np
+    v = np.asarray(cfg[sec].get(key, default), float)
+    if v.shape != (n,):
+        raise ConfigError(f"{cfg['name']}: {sec}.{key} must have {n} entries, got {v.size}")
+    return v
+
+
+def limit_report(model, Q):
+    """Lines naming joints whose positions leave [q_lower, q_upper] in Q (steps + 1, nq)."""
+    import numpy as np
+    lo, hi = np.asarray(model.q_lower), np.asarray(model.q_upper)
+    lines = []
+    for j in range(Q.shape[1]):
+        below, above = Q[:, j] < lo[j] - 1e-9, Q[:, j] > hi[j] + 1e-9
+        if below.any() or above.any():
+            k = int(np.argmax(below | above))
+            lines.append(f"q[{j}] leaves its limits [{lo[j]:.4g}, {hi[j]:.4g}] at sample {k} (q = {Q[k, j]:.4g})")
+    return lines
+
+
+def run(args) -> int:
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import numpy as np
+
+    import jaxdyn
+    from ..io.named import robot_by_name
+    from . import trajopt as to
+
+    cfg = load(args.config)
+    name = cfg["name"]
+    out = args.out or os.path.join("jaxdyn-out", name)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"--out {out!r} exists and is not a directory")
+    model = robot_by_name(cfg["robot"]["name"])
+    if isinstance(model, tuple):
+        raise ConfigError(f"{name}: trajopt needs an open-chain robot; {cfg['robot']['name']!r} is a closed mechanism")
+    p, o = cfg["problem"], cfg["optimizer"]
+    nq, nv = model.nq, model.nv
+    q0 = _vec(cfg, "problem", "q0", nq, np.asarray(jaxdyn.neutral(model)))
+    qd0 = _vec(cfg, "problem", "qd0", nv, np.zeros(nv))
+    qT = _vec(cfg, "problem", "q_final", nq, None)
+    qdT = _vec(cfg, "problem", "qd_final", nv, np.zeros(nv))
+    lim = _vec(cfg, "problem", "tau_limit", nv, None) if "tau_limit" in p else None
+    if lim is not None and np.any(lim <= 0):
+        raise ConfigError(f"{name}: problem.tau_limit must be > 0, got {lim.tolist()}")
+    steps = int(round(p["T"] / p["dt"]))
+    dt = p["dt"]
+    qT_j, qdT_j = jnp.asarray(qT), jnp.asarray(qdT)
+
+    def effort(t, q, qd, u):
+        return jnp.sum(u ** 2)
+
+    def psi(q, qd):
+        return jnp.concatenate([jaxdyn.difference(model, qT_j, q), qd - qdT_j])
+
+    if p["terminal"] == "constraint":
+        term, cons = None, psi
+    else:
+        w = p["terminal_weight"]
+        term, cons = (lambda q, qd: w * jnp.sum(psi(q, qd) ** 2)), None
+    robust = "robust" in cfg
+    prob = to.problem(model, q0, qd0, dt, steps, effort, term, tau_limit=lim, stepper=p["stepper"],
+                      parametrization=p["parametrization"], terminal_constraint=cons)
+    if robust:
+        import dataclasses
+        from ..errors import ArgumentError
+        try:
+            variants = to.payload_variants(model, cfg["robust"]["body"], cfg["robust"]["extra_masses"])
+        except ArgumentError as e:
+            raise ConfigError(f"{name}: robust.body: {e}") from None
+        prob = dataclasses.replace(prob, model=variants)
+    K = o["multistart"]
+    Z0 = jnp.zeros((steps, nv))
+    if K > 1:
+        key = jax.random.PRNGKey(o["seed"])
+        Z0 = Z0[None] + o["spread"] * jax.random.normal(key, (K, steps, nv))
+        Z0 = Z0.at[0].set(0.0)
+    print(f"jaxdyn trajopt {name}: robot {model.name}, {steps} steps of {dt} s, {p['parametrization']} "
+          f"parametrization, {o['shooting']} shooting, {o['name']}, multistart {K}"
+          + (f", robust over {len(cfg['robust']['extra_masses'])} payloads" if robust else ""), file=sys.stderr)
+    kw = dict(shooting=o["shooting"], optimizer=o["name"], iterations=o["iterations"], rounds=o["rounds"],
+              rho=o["rho"], learning_rate=o["learning_rate"], segments=o["segments"], robust=robust)
+    t_wall = time.time()
+    print("compiling and optimizing (one jitted program) ...", file=sys.stderr)
+    res = to.optimize(prob, Z0, **kw)
+    jax.block_until_ready(res.U)
+    wall = time.time() - t_wall
+    best = int(np.argmin(np.asarray(res.cost) + 1e12 * (np.asarray(res.defect) > 1e-2))) if K > 1 else None
+    pick = (lambda x: x[best]) if K > 1 else (lambda x: x)
+    tr = jax.tree_util.tree_map(pick, res.trajectory)
+    U, hist = np.asarray(pick(res.U)), np.asarray(pick(res.history))
+    if not bool(tr.ok):
+        from ..errors import SimulationError
+        raise SimulationError(f"{name}: the optimized rollout is non-finite")
+    Q, V = np.asarray(tr.q), np.asarray(tr.qd)
+    J = float(to.effort(U, dt))
+    err_q = float(np.max(np.abs(np.asarray(jaxdyn.difference(model, qT_j, jnp.asarray(Q[-1]))))))
+    err_v = float(np.max(np.abs(V[-1] - qdT)))
+    lines = [f"config: {name}", f"robot: {model.name} (nq={nq}, nv={nv})",
+             f"horizon: T = {steps * dt:g} s, {steps} steps, dt = {dt:g} s, stepper {p['stepper']}",
+             f"optimizer: {o['name']}, {o['shooting']} shooting, {len(hist)} iterations, multistart {K}"
+             + (f" (best start {best})" if K > 1 else ""),
+             f"wall time (compile + optimize): {wall:.1f} s",
+             f"effort sum |tau|^2 dt: {J:.6g}",
+             f"terminal error: max |q - q_final| = {err_q:.3g}, max |qd - qd_final| = {err_v:.3g}",
+             f"max |tau|: {np.abs(U).max(0).round(4).tolist()}"]
+    cyc = None
+    if cfg["compare"]["cycloidal"] and nq == nv:
+        traj = jaxdyn.cycloidal(q0, qT, steps * dt)
+        ctr = jaxdyn.rollout(model, jnp.asarray(q0), jnp.asarray(qd0), jaxdyn.computed_torque(model, traj, 100.0, 20.0),
+                             dt, steps, stepper=p["stepper"])
+        cyc = np.asarray(ctr.tau[:-1])
+        Jc = float(to.effort(cyc, dt))
+        lines.append(f"cycloidal (Saha eq. 18, computed torque): effort {Jc:.6g}; optimized / cycloidal = {J / Jc:.3f}")
+    lim_lines = limit_report(model, Q)
+    lines += [f"joint limits: {x}" for x in lim_lines] or ["joint limits: respected"]
+    for x in lim_lines:
+        print(f"warning: {x}", file=sys.stderr)
+    _write(out, name, model, dt, Q, V, U, hist, cyc, lines)
+    print("\n".join(lines))
+    return 0
+
+
+def _write(out, name, model, dt, Q, V, U, hist, cyc, lines):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    os.makedirs(out, exist_ok=True)
+    n, nv = Q.shape[1], V.shape[1]
+    t = np.arange(Q.shape[0]) * dt
+    Uf = np.vstack([U, U[-1:]])
+    header = ",".join(["t"] + [f"q{i + 1}" for i in range(n)] + [f"qd{i + 1}" for i in range(nv)]
+                      + [f"tau{i + 1}" for i in range(nv)])
+    np.savetxt(os.path.join(out, "trajectory.csv"), np.column_stack([t, Q, V, Uf]), delimiter=",", header=header,
+               comments="", fmt="%.10g")
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.semilogy(np.arange(len(hist)), np.maximum(hist - hist.min() + 1e-12, 1e-12) if hist.min() <= 0 else hist)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("objective (augmented Lagrangian)")
+    ax.set_title(f"{name}: cost curve")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "cost.png"), dpi=90)
+    plt.close(fig)
+    for fname, data, lab, other in (("joints.png", Q, "q", None), ("torques.png", Uf, "tau", cyc)):
+        fig, axs = plt.subplots(1, data.shape[1], figsize=(3 * data.shape[1], 2.8), squeeze=False)
+        for j in range(data.shape[1]):
+            axs[0, j].plot(t, data[:, j], label="optimized")
+            if other is not None:
+                axs[0, j].plot(t[:-1], other[:, j], "--", label="cycloidal")
+            axs[0, j].set_xlabel("time (s)")
+            axs[0, j].set_ylabel(f"{lab}{j + 1}")
+            axs[0, j].grid(alpha=0.3)
+        axs[0, 0].legend(fontsize=7)
+        fig.suptitle(f"{name}: {lab}")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, fname), dpi=80)
+        plt.close(fig)
+    with open(os.path.join(out, "summary.txt"), "w") as fh:
+        fh.write("\n".join(lines + ["files: trajectory.csv, cost.png, joints.png, torques.png, summary.txt"]) + "\n")

@@ -1,0 +1,99 @@
+"""``jaxdyn identify`` and ``jaxdyn trajopt``: the defaults run end to end and write their
+outputs to ./jaxdyn-out/<config>/; bad configs and data files get named errors (exit 2)."""
+
+import numpy as np
+import pytest
+
+import jaxdyn
+from jaxdyn.cli import main
+
+
+def _summary(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+def test_identify_default_runs_and_writes(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["identify"]) == 0
+    out = tmp_path / "jaxdyn-out" / "identify_puma"
+    for f in ("parameters.csv", "base_parameters.csv", "params.png", "residuals.png", "loss.png", "summary.txt"):
+        assert (out / f).is_file(), f
+    s = _summary(out / "summary.txt")
+    assert "all valid" in s
+    # the identified parameters are closer to the truth than the +-50 % start (independent
+    # check from the CSV: base parameters true vs identified)
+    B = np.loadtxt(out / "base_parameters.csv", delimiter=",", skiprows=1)
+    rel = np.linalg.norm(B[:, 3] - B[:, 1]) / np.linalg.norm(B[:, 1])
+    assert rel < 0.05, rel
+
+
+def test_trajopt_default_runs_and_beats_cycloidal(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["trajopt"]) == 0
+    out = tmp_path / "jaxdyn-out" / "trajopt_puma_p2p"
+    for f in ("trajectory.csv", "cost.png", "joints.png", "torques.png", "summary.txt"):
+        assert (out / f).is_file(), f
+    X = np.loadtxt(out / "trajectory.csv", delimiter=",", skiprows=1)
+    qT = np.array([0.5, -0.5, 0.5, 0.3, 0.3, 0.3])
+    assert np.abs(X[-1, 1:7] - qT).max() < 0.05
+    # re-simulate the CSV's torques independently of the optimizer
+    import jax.numpy as jnp
+    m = jaxdyn.robots.puma560()
+    dt = X[1, 0] - X[0, 0]
+    tr = jaxdyn.rollout(m, jnp.zeros(6), jnp.zeros(6), jnp.asarray(X[:-1, 13:19]), dt, X.shape[0] - 1,
+                        stepper="euler")
+    np.testing.assert_allclose(np.asarray(tr.q), X[:, 1:7], atol=1e-6)
+    line = [s for s in _summary(out / "summary.txt").splitlines() if s.startswith("cycloidal")][0]
+    assert float(line.rsplit("=", 1)[1]) < 1.0
+
+
+def _cfg(tmp_path, text, name="c.toml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.mark.parametrize("cmd,text,match", [
+    ("trajopt", '[robot]\nname = "nosuchrobot"\n[problem]\nT = 1.0\ndt = 0.1\nq_final = [0.0]\n', "nosuchrobot"),
+    ("trajopt", '[robot]\nname = "double_pendulum"\n[problem]\nT = 1.0\ndt = 0.1\nq_final = [0.0, 0.0]\n'
+                'wibble = 1.0\n', "problem.wibble"),
+    ("trajopt", '[robot]\nname = "double_pendulum"\n[problem]\nT = 1.0\ndt = 0.1\n', "problem.q_final"),
+    ("trajopt", '[robot]\nname = "double_pendulum"\n[problem]\nT = 1.0\ndt = 0.1\nq_final = [0.0, 0.0]\n'
+                '[robust]\nbody = "nosuchbody"\nextra_masses = [1.0]\n', "nosuchbody"),
+    ("identify", '[robot]\nname = "puma560"\n[data]\nfile = "missing.csv"\n', "missing.csv"),
+    ("identify", '[robot]\nname = "puma560"\n[estimation]\nsteps = "many"\n', "estimation.steps"),
+    ("identify", '[robot]\nname = "nosuchrobot"\n', "nosuchrobot"),
+])
+def test_bad_configs_are_named(tmp_path, capsys, cmd, text, match):
+    assert main([cmd, _cfg(tmp_path, text), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err, err
+
+
+def test_data_file_with_nan_names_its_row(tmp_path, capsys):
+    cols = [f"{p}{i + 1}" for p in ("q", "qd", "qdd", "tau") for i in range(6)]
+    rows = np.ones((5, 24))
+    rows[3, 7] = np.nan
+    data = tmp_path / "d.csv"
+    np.savetxt(data, rows, delimiter=",", header=",".join(cols), comments="")
+    cfg = _cfg(tmp_path, f'[robot]\nname = "puma560"\n[data]\nfile = "{data}"\n')
+    assert main(["identify", cfg, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "row 4" in err and "qd2" in err, err
+    bad = tmp_path / "e.csv"
+    bad.write_text("q1,q2\n1,2\n")
+    cfg = _cfg(tmp_path, f'[robot]\nname = "puma560"\n[data]\nfile = "{bad}"\n', "e.toml")
+    assert main(["identify", cfg, "--out", str(tmp_path / "o")]) == 2
+    assert "missing columns" in capsys.readouterr().err
+
+
+def test_limit_report_names_the_joint():
+    from jaxdyn.apps.trajopt_cli import limit_report
+    m = jaxdyn.robots.double_pendulum()
+    m = m.replace(q_lower=m.q_lower.at[1].set(-0.5), q_upper=m.q_upper.at[1].set(0.5))
+    Q = np.zeros((10, 2))
+    Q[6, 1] = 0.7
+    lines = limit_report(m, Q)
+    assert len(lines) == 1 and "q[1]" in lines[0] and "sample 6" in lines[0]
+    assert limit_report(m, np.zeros((10, 2))) == []
