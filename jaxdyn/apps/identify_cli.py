@@ -159,6 +159,8 @@ def run(args) -> int:
         print(f"optimizing the excitation ({e['optimize_steps']} Adam steps on log cond) ...", file=sys.stderr)
         f, cond_hist = si.optimize_excitation(true, f, t[::4], base0, steps=e["optimize_steps"])
         Q, QD, QDD = si.sample_fourier(f, t)
+        cond_hist = cond_hist.at[-1].set(si.condition_number(
+            np.asarray(Yfn(true, Q, QD, QDD)).reshape(-1, 10 * true.nb), base0))
     rngs = np.random.default_rng(nz["seed"])
     pi_true = np.asarray(si.inertial_parameters(true))
     arm = np.asarray(true.armature)

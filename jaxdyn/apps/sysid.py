@@ -205,6 +205,33 @@ def simulation_error(model, theta, q0, qd0, U, dt, Q_meas, stepper="rk4", free=N
     return jnp.mean((tr.q - Q_meas) ** 2)
 
 
+def identify_simulation_error(model, theta0, q0, qd0, U, dt, Q_meas, steps=100, stepper="rk4", free=None):
+    """Output-error refinement: L-BFGS (optax) on :func:`simulation_error` from theta0 (nb, 10),
+    gradients by reverse mode through the rollout.  ``free`` (nb,) bool: bodies to fit (the
+    others stay at theta0).  Returns :class:`ConsistentFit` (pi of the final theta)."""
+    theta0 = jnp.asarray(theta0)
+    fr = jnp.ones(theta0.shape[0], bool) if free is None else jnp.asarray(free, bool)
+
+    def loss(th):
+        return simulation_error(model, jnp.where(fr[:, None], th, theta0), q0, qd0, U, dt, Q_meas, stepper)
+
+    opt = optax.lbfgs(memory_size=20)
+    vg = optax.value_and_grad_from_state(loss)
+
+    @jax.jit
+    def run(th):
+        def step(carry, _):
+            th, s = carry
+            v, g = vg(th, state=s)
+            upd, s = opt.update(g, s, th, value=v, grad=g, value_fn=loss)
+            return (optax.apply_updates(th, upd), s), v
+        (th, _), hist = jax.lax.scan(step, (th, opt.init(th)), None, length=steps)
+        th = jnp.where(fr[:, None], th, theta0)
+        return th, parameters_from_log_cholesky(th), hist
+
+    return ConsistentFit(*run(theta0))
+
+
 # ---- excitation trajectories ---------------------------------------------------------------
 
 class Fourier(NamedTuple):

@@ -59,6 +59,10 @@ class Problem:
         accelerations, applied by the feedback-linearizing law ``tau = rnea(q, qd, Z[k])``
         inside every stage, then limited): the terminal state is then nearly linear in Z,
         which conditions reaching problems far better (Z (steps, nv), vector-space joints).
+      actuation: None or (nv,) 0/1 mask of actuated dofs (the torques are ``mask * U``).
+      stabilization: Baumgarte gains for a closed model (:func:`jaxdyn.close_loops`), passed
+        to :func:`jaxdyn.rollout`.  ``model`` may be a ClosedModel: the rollouts are then
+        constrained (``method`` "schur" by default).
     """
     model: object
     q0: jax.Array
@@ -73,6 +77,8 @@ class Problem:
     terminal_constraint: Callable | None = None
     scale: jax.Array | None = None
     parametrization: str = "torque"
+    actuation: jax.Array | None = None
+    stabilization: tuple | None = None
 
     @property
     def nv(self):
@@ -80,12 +86,14 @@ class Problem:
 
 
 def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_limit=None, stepper="rk4",
-            method="aba", terminal_constraint=None, scale=None, parametrization="torque") -> Problem:
+            method="aba", terminal_constraint=None, scale=None, parametrization="torque", actuation=None,
+            stabilization=None) -> Problem:
     """A validated :class:`Problem` (shapes of q0/qd0/tau_limit, stepper name, positive steps)."""
     q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
-    nq, nv = model.nq, model.nv
+    base = open_model(model)
+    nq, nv = base.nq, base.nv
     if q0.shape != (nq,) or qd0.shape != (nv,):
-        raise ShapeError(f"q0 must be ({nq},) and qd0 ({nv},) for model {model.name!r}, got {q0.shape}, {qd0.shape}")
+        raise ShapeError(f"q0 must be ({nq},) and qd0 ({nv},) for model {base.name!r}, got {q0.shape}, {qd0.shape}")
     if stepper not in STEPPERS or stepper == "rkf45":
         raise ArgumentError(f"trajopt stepper must be a fixed-step one of euler|rk4|abm, got {stepper!r}")
     if int(steps) < 1:
@@ -104,22 +112,39 @@ def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_lim
         if scale != "inertia":
             raise ArgumentError(f"scale must be None, 'inertia' or (nv,) numbers, got {scale!r}")
         from ..dynamics.crba import crba
-        scale = jnp.diag(crba(model, q0))
+        scale = jnp.diag(crba(base, q0))
     if scale is not None:
         scale = jnp.broadcast_to(jnp.asarray(scale, float), (nv,))
         if not bool(jnp.all(scale > 0)):
             raise ArgumentError(f"scale must be > 0, got {np.asarray(scale)}")
     if parametrization not in ("torque", "acceleration"):
         raise ArgumentError(f"parametrization must be 'torque' or 'acceleration', got {parametrization!r}")
+    if actuation is not None:
+        actuation = jnp.asarray(actuation, float)
+        if actuation.shape != (nv,):
+            raise ShapeError(f"actuation must be an (nv,) = ({nv},) mask, got {actuation.shape}")
+    if stabilization is not None and base is model:
+        raise ArgumentError("stabilization applies to closed models (jaxdyn.close_loops) only")
+    if base is not model and method == "aba":
+        method = "schur"
     return Problem(model, q0, qd0, float(dt), int(steps), running_cost, terminal_cost, tau_limit, stepper, method,
-                   terminal_constraint, scale, parametrization)
+                   terminal_constraint, scale, parametrization, actuation,
+                   None if stabilization is None else tuple(float(x) for x in stabilization))
+
+
+def open_model(model):
+    """The tree Model of a model or of a ClosedModel."""
+    from ..constraints import ClosedModel
+    return model.model if isinstance(model, ClosedModel) else model
 
 
 def _limit(prob, U):
-    if prob.tau_limit is None:
-        return U
-    L = jnp.broadcast_to(prob.tau_limit, U.shape)
-    return L * jnp.tanh(U / L)
+    if prob.tau_limit is not None:
+        L = jnp.broadcast_to(prob.tau_limit, U.shape)
+        U = L * jnp.tanh(U / L)
+    if prob.actuation is not None:
+        U = jnp.broadcast_to(prob.actuation, U.shape) * U
+    return U
 
 
 def controls(prob: Problem, Z, model=None):
@@ -130,7 +155,7 @@ def controls(prob: Problem, Z, model=None):
     if prob.parametrization == "torque":
         return _limit(prob, U)
     from ..dynamics.rnea import rnea
-    m = prob.model if model is None else model
+    m = open_model(prob.model if model is None else model)
     return HeldLaw(U, lambda z, t, q, qd: _limit(prob, rnea(m, q, qd, z)))
 
 
@@ -154,7 +179,7 @@ def simulate(prob: Problem, Z, model=None) -> Trajectory:
     """The single-shooting rollout of Z (steps, nv) from (q0, qd0)."""
     m = prob.model if model is None else model
     return rollout(m, prob.q0, prob.qd0, controls(prob, Z, m), prob.dt, prob.steps, stepper=prob.stepper,
-                   method=prob.method)
+                   method=prob.method, stabilization=prob.stabilization)
 
 
 def single_shooting_cost(prob: Problem, Z, model=None):
@@ -183,17 +208,19 @@ def _multiple_shooting(prob, params, S, model):
     nq = prob.q0.shape[0]
     Z, X = params["Z"], params["X"]
     Zs = Z.reshape(S, n, -1)
-    qs = jnp.concatenate([prob.q0[None], jax.vmap(lambda q: normalize(m, q))(X[:, :nq])], 0)
+    mo = open_model(m)
+    qs = jnp.concatenate([prob.q0[None], jax.vmap(lambda q: normalize(mo, q))(X[:, :nq])], 0)
     vs = jnp.concatenate([prob.qd0[None], X[:, nq:]], 0)
     t0 = jnp.arange(S) * (n * prob.dt)
 
     def seg(q, v, z, t):
-        tr = rollout(m, q, v, controls(prob, z, m), prob.dt, n, stepper=prob.stepper, method=prob.method, t0=t)
+        tr = rollout(m, q, v, controls(prob, z, m), prob.dt, n, stepper=prob.stepper, method=prob.method, t0=t,
+                     stabilization=prob.stabilization)
         return tr, _cost(prob, tr)
 
     trs, run = jax.vmap(seg)(qs, vs, Zs, t0)
     J = jnp.sum(run) + prob.terminal_cost(trs.q[-1, -1], trs.qd[-1, -1])
-    dq = jax.vmap(lambda a, b: difference(m, b, a))(trs.q[:-1, -1], qs[1:])
+    dq = jax.vmap(lambda a, b: difference(mo, b, a))(trs.q[:-1, -1], qs[1:])
     d = jnp.concatenate([dq, trs.qd[:-1, -1] - vs[1:]], 1)
     return J, d, trs.q[-1, -1], trs.qd[-1, -1]
 
@@ -225,12 +252,15 @@ def _make_optimizer(name, learning_rate, memory_size):
     raise ArgumentError(f"optimizer must be 'adam' or 'lbfgs', got {name!r}")
 
 
-def _run(f, opt, params, iterations, lbfgs):
-    """Minimize f from params by ``iterations`` optax steps in one lax.scan -> (params, history)."""
+def _run(f, opt, params, iterations, lbfgs, progress=None, round_index=0):
+    """Minimize f from params by ``iterations`` optax steps in one lax.scan -> (params, history).
+    ``progress(round, iteration)`` is called on the host after each step (jax.debug.callback)."""
     state = opt.init(params)
     vg = optax.value_and_grad_from_state(f) if lbfgs else jax.value_and_grad(f)
 
-    def step(carry, _):
+    def step(carry, i):
+        if progress is not None:
+            jax.debug.callback(progress, round_index, i)
         p, s = carry
         if lbfgs:
             v, g = vg(p, state=s)
@@ -240,7 +270,7 @@ def _run(f, opt, params, iterations, lbfgs):
             upd, s = opt.update(g, s, p)
         return (optax.apply_updates(p, upd), s), v
 
-    (params, _), hist = lax.scan(step, (params, state), None, length=iterations)
+    (params, _), hist = lax.scan(step, (params, state), jnp.arange(iterations))
     return params, hist
 
 
@@ -250,7 +280,7 @@ def _pack(J, d):
 
 def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", iterations=100,
              learning_rate=1e-2, segments=4, defects="al", rounds=4, rho=100.0, robust=False,
-             memory_size=30) -> Result:
+             memory_size=30, progress=None) -> Result:
     """Optimize the torques of ``prob``.
 
     Equality constraints c = (terminal_constraint(q_N, qd_N), multiple-shooting defects) are
@@ -266,6 +296,8 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
         "adam" (``learning_rate``).
       robust: ``prob.model`` is a :func:`jaxdyn.stack` of variants (same structure, e.g.
         payload masses): minimize the mean cost (and mean constraint) over them with one U.
+      progress: None or ``fn(round, iteration)`` called on the host after every optimizer step
+        (progress bars; one call per start under multi-start).
     Returns:
       :class:`Result`; ``defect`` is max |c| at the end.
     """
@@ -279,13 +311,13 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
         raise ShapeError(f"Z0 must be (steps, nv) = {shape} or (K, steps, nv), got {Z0.shape}")
     _make_optimizer(optimizer, learning_rate, memory_size)         # validates the name
     fn = _solver(prob, Z0.ndim == 3, shooting, optimizer, int(iterations), float(learning_rate), int(segments),
-                 defects, int(rounds), float(rho), bool(robust), int(memory_size))
+                 defects, int(rounds), float(rho), bool(robust), int(memory_size), progress)
     return Result(*fn(Z0))
 
 
 @functools.lru_cache(maxsize=32)
 def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segments, defects, rounds, rho, robust,
-            memory_size):
+            memory_size, progress):
     """The jitted optimizer of :func:`optimize`, cached per problem and options (one compile
     for repeated calls, e.g. separate multi-starts)."""
     opt = _make_optimizer(optimizer, learning_rate, memory_size)
@@ -315,7 +347,7 @@ def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segme
         nc = jax.eval_shape(terms, params).shape[0] - 1
         lam = jnp.zeros(nc, Z.dtype)
 
-        def round_(carry, _):
+        def round_(carry, r):
             p, lam = carry
 
             def f(p):
@@ -323,13 +355,13 @@ def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segme
                 J, c = jc[0], jc[1:]
                 return J + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
 
-            p, hist = _run(f, opt, p, iterations, lbfgs)
+            p, hist = _run(f, opt, p, iterations, lbfgs, progress, r)
             c = terms(p)[1:]
             lam = lam + rho * c if defects == "al" else lam
             return (p, lam), hist
 
         n_rounds = rounds if nc else 1
-        (params, lam), hist = lax.scan(round_, (params, lam), None, length=n_rounds)
+        (params, lam), hist = lax.scan(round_, (params, lam), jnp.arange(n_rounds))
         c = terms(params)[1:]
         dmax = jnp.max(jnp.abs(c)) if nc else jnp.zeros((), Z.dtype)
         Zf = params if shooting == "single" else params["Z"]

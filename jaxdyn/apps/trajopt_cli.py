@@ -5,7 +5,9 @@ Config (TOML; built-in ``trajopt_puma_p2p`` is the default)::
     [robot]      name = "puma560" | "double_pendulum" | ... | "urdf:PATH"
     [problem]    T, dt, q_final, qd_final (zeros), q0, qd0 (neutral, zeros), tau_limit (none),
                  stepper ("euler"), parametrization ("acceleration"), terminal ("constraint" |
-                 "penalty"), terminal_weight (1e4, penalty only)
+                 "penalty"), terminal_weight (1e4, penalty only), target_joints (indices of q the
+                 terminal condition constrains; all by default; q_final then lists only those),
+                 actuated (0/1 per dof), stabilization ([alpha, beta], closed mechanisms)
     [optimizer]  name ("lbfgs" | "adam"), iterations, rounds, rho, learning_rate, shooting
                  ("single" | "multiple"), segments, multistart (1), seed, spread (init noise)
     [robust]     body, extra_masses (list): optimize the mean over payload variants
@@ -27,7 +29,7 @@ SCHEMA = {
     "robot": {"name": str},
     "problem": {"T": float, "dt": float, "q0": list, "qd0": list, "q_final": list, "qd_final": list,
                 "tau_limit": list, "stepper": str, "parametrization": str, "terminal": str,
-                "terminal_weight": float},
+                "terminal_weight": float, "target_joints": list, "actuated": list, "stabilization": list},
     "optimizer": {"name": str, "iterations": int, "rounds": int, "rho": float, "learning_rate": float,
                   "shooting": str, "segments": int, "multistart": int, "seed": int, "spread": float},
     "robust": {"body": str, "extra_masses": list},
@@ -106,15 +108,27 @@ def run(args) -> int:
     out = args.out or os.path.join("jaxdyn-out", name)
     if os.path.exists(out) and not os.path.isdir(out):
         raise ConfigError(f"--out {out!r} exists and is not a directory")
-    model = robot_by_name(cfg["robot"]["name"])
-    if isinstance(model, tuple):
-        raise ConfigError(f"{name}: trajopt needs an open-chain robot; {cfg['robot']['name']!r} is a closed mechanism")
+    built = robot_by_name(cfg["robot"]["name"])
+    closed, q_closed = built if isinstance(built, tuple) else (None, None)
+    model = closed.model if closed is not None else built
     p, o = cfg["problem"], cfg["optimizer"]
     nq, nv = model.nq, model.nv
-    q0 = _vec(cfg, "problem", "q0", nq, np.asarray(jaxdyn.neutral(model)))
+    q0 = _vec(cfg, "problem", "q0", nq, q_closed if closed is not None else np.asarray(jaxdyn.neutral(model)))
     qd0 = _vec(cfg, "problem", "qd0", nv, np.zeros(nv))
-    qT = _vec(cfg, "problem", "q_final", nq, None)
-    qdT = _vec(cfg, "problem", "qd_final", nv, np.zeros(nv))
+    tj = np.asarray(p.get("target_joints", np.arange(nv)), float)
+    if tj.size == 0 or np.any(tj != np.round(tj)) or np.any(tj < 0) or np.any(tj >= nv) or nq != nv and "target_joints" in p:
+        raise ConfigError(f"{name}: problem.target_joints must be distinct dof indices in [0, {nv}) "
+                          f"(vector-space joints), got {tj.tolist()}")
+    tj = np.unique(tj.astype(int))
+    full = "target_joints" not in p
+    qT = _vec(cfg, "problem", "q_final", nq if full else tj.size, None)
+    qdT = _vec(cfg, "problem", "qd_final", nv if full else tj.size, np.zeros(nv if full else tj.size))
+    act = _vec(cfg, "problem", "actuated", nv, np.ones(nv)) if "actuated" in p else None
+    stab = p.get("stabilization")
+    if stab is not None and (closed is None or len(stab) != 2 or min(stab) < 0):
+        raise ConfigError(f"{name}: problem.stabilization needs a closed mechanism and [alpha, beta] >= 0")
+    if closed is not None:
+        q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
     lim = _vec(cfg, "problem", "tau_limit", nv, None) if "tau_limit" in p else None
     if lim is not None and np.any(lim <= 0):
         raise ConfigError(f"{name}: problem.tau_limit must be > 0, got {lim.tolist()}")
@@ -125,8 +139,12 @@ def run(args) -> int:
     def effort(t, q, qd, u):
         return jnp.sum(u ** 2)
 
+    tj_j = jnp.asarray(tj)
+
     def psi(q, qd):
-        return jnp.concatenate([jaxdyn.difference(model, qT_j, q), qd - qdT_j])
+        if full:
+            return jnp.concatenate([jaxdyn.difference(model, qT_j, q), qd - qdT_j])
+        return jnp.concatenate([q[tj_j] - qT_j, qd[tj_j] - qdT_j])
 
     if p["terminal"] == "constraint":
         term, cons = None, psi
@@ -134,8 +152,9 @@ def run(args) -> int:
         w = p["terminal_weight"]
         term, cons = (lambda q, qd: w * jnp.sum(psi(q, qd) ** 2)), None
     robust = "robust" in cfg
-    prob = to.problem(model, q0, qd0, dt, steps, effort, term, tau_limit=lim, stepper=p["stepper"],
-                      parametrization=p["parametrization"], terminal_constraint=cons)
+    prob = to.problem(closed if closed is not None else model, q0, qd0, dt, steps, effort, term, tau_limit=lim,
+                      stepper=p["stepper"], parametrization=p["parametrization"], terminal_constraint=cons,
+                      actuation=act, stabilization=stab)
     if robust:
         import dataclasses
         from ..errors import ArgumentError
@@ -156,8 +175,17 @@ def run(args) -> int:
     kw = dict(shooting=o["shooting"], optimizer=o["name"], iterations=o["iterations"], rounds=o["rounds"],
               rho=o["rho"], learning_rate=o["learning_rate"], segments=o["segments"], robust=robust)
     t_wall = time.time()
-    print("compiling and optimizing (one jitted program) ...", file=sys.stderr)
-    res = to.optimize(prob, Z0, **kw)
+    print("compiling (one jitted program) ...", file=sys.stderr)
+    total = (o["rounds"] if cons is not None or o["shooting"] == "multiple" else 1) * o["iterations"]
+    from ..cli import _progress
+    seen = {"n": 0}
+
+    def progress(r, i):
+        if K == 1 or seen["n"] % K == 0:
+            _progress(min(int(r) * o["iterations"] + int(i) + 1, total), total, t_wall)
+        seen["n"] += 1
+
+    res = to.optimize(prob, Z0, progress=progress, **kw)
     jax.block_until_ready(res.U)
     wall = time.time() - t_wall
     best = int(np.argmin(np.asarray(res.cost) + 1e12 * (np.asarray(res.defect) > 1e-2))) if K > 1 else None
@@ -169,8 +197,11 @@ def run(args) -> int:
         raise SimulationError(f"{name}: the optimized rollout is non-finite")
     Q, V = np.asarray(tr.q), np.asarray(tr.qd)
     J = float(to.effort(U, dt))
-    err_q = float(np.max(np.abs(np.asarray(jaxdyn.difference(model, qT_j, jnp.asarray(Q[-1]))))))
-    err_v = float(np.max(np.abs(V[-1] - qdT)))
+    if full:
+        err_q = float(np.max(np.abs(np.asarray(jaxdyn.difference(model, qT_j, jnp.asarray(Q[-1]))))))
+        err_v = float(np.max(np.abs(V[-1] - qdT)))
+    else:
+        err_q, err_v = float(np.max(np.abs(Q[-1, tj] - qT))), float(np.max(np.abs(V[-1, tj] - qdT)))
     lines = [f"config: {name}", f"robot: {model.name} (nq={nq}, nv={nv})",
              f"horizon: T = {steps * dt:g} s, {steps} steps, dt = {dt:g} s, stepper {p['stepper']}",
              f"optimizer: {o['name']}, {o['shooting']} shooting, {len(hist)} iterations, multistart {K}"
@@ -180,7 +211,10 @@ def run(args) -> int:
              f"terminal error: max |q - q_final| = {err_q:.3g}, max |qd - qd_final| = {err_v:.3g}",
              f"max |tau|: {np.abs(U).max(0).round(4).tolist()}"]
     cyc = None
-    if cfg["compare"]["cycloidal"] and nq == nv:
+    if closed is not None:
+        drift = np.asarray(jax.vmap(lambda q: jaxdyn.constraint_residual(closed, q))(jnp.asarray(Q)))
+        lines.append(f"constraint drift: max |residual| = {np.abs(drift).max():.3g}")
+    if cfg["compare"]["cycloidal"] and nq == nv and closed is None and full:
         traj = jaxdyn.cycloidal(q0, qT, steps * dt)
         ctr = jaxdyn.rollout(model, jnp.asarray(q0), jnp.asarray(qd0), jaxdyn.computed_torque(model, traj, 100.0, 20.0),
                              dt, steps, stepper=p["stepper"])

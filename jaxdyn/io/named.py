@@ -4,19 +4,55 @@ from __future__ import annotations
 from ..errors import ConfigError
 
 BUILTIN = ("puma560", "stanford_arm", "planar3", "double_pendulum")
+ERD_URDFS = {
+    "panda": "panda_description/urdf/panda.urdf",
+    "ur5": "ur_description/urdf/ur5_robot.urdf",
+    "anymal_c": "anymal_c_simple_description/urdf/anymal.urdf",
+    "talos_reduced": "talos_data/robots/talos_reduced.urdf",
+    "g1": "g1_description/urdf/g1_29dof_rev_1_0.urdf",
+}
+"""Short names for URDFs of the example-robot-data package ("erd:panda")."""
+
+
+def example_robot_data_dir():
+    """The ``robots`` folder of an installed example-robot-data (pip), or None."""
+    import os
+    import sys
+    for p in sys.path:
+        d = os.path.join(p, "cmeel.prefix", "share", "example-robot-data", "robots")
+        if os.path.isdir(d):
+            return d
+    return None
+
+
+def _erd(name):
+    import os
+    d = example_robot_data_dir()
+    if d is None:
+        raise ConfigError(f"robot.name 'erd:{name}' needs the example-robot-data package "
+                          "(pip install example-robot-data)")
+    rel = ERD_URDFS.get(name, name)
+    if not rel.endswith(".urdf"):
+        raise ConfigError(f"robot.name 'erd:{name}': unknown short name; use one of {sorted(ERD_URDFS)} or a "
+                          "path ending in .urdf under example-robot-data/robots")
+    return os.path.join(d, rel)
 
 
 def robot_by_name(name):
     """A built-in robot ("puma560", "stanford_arm", "planar3", "double_pendulum"), a closed
     mechanism of :data:`jaxdyn.mechanisms.MECHANISMS` (returned as (ClosedModel, q0)), or
-    "urdf:PATH".  Unknown names raise :class:`ConfigError` listing the known ones."""
+    "urdf:PATH", or "erd:NAME" (a URDF of the example-robot-data package: a short name of
+    :data:`ERD_URDFS` or a path under its ``robots`` folder).  Unknown names raise
+    :class:`ConfigError` listing the known ones."""
     from . import robots, mechanisms
     from .urdf import load_urdf
     if name.startswith("urdf:"):
         return load_urdf(name[5:])
+    if name.startswith("erd:"):
+        return load_urdf(_erd(name[4:]))
     if name in mechanisms.MECHANISMS:
         return mechanisms.MECHANISMS[name]()
     if name not in BUILTIN:
         raise ConfigError(f"robot.name {name!r} unknown; use one of "
-                          f"{sorted(BUILTIN) + sorted(mechanisms.MECHANISMS)} or urdf:PATH")
+                          f"{sorted(BUILTIN) + sorted(mechanisms.MECHANISMS)}, urdf:PATH or erd:NAME")
     return getattr(robots, name)()
