@@ -121,3 +121,19 @@ def test_bad_input_is_named():
         to.optimize(p, jnp.zeros((9, 2)))
     with pytest.raises(ArgumentError, match="nosuchbody"):
         to.payload_variants(m, "nosuchbody", [1.0])
+
+
+def test_closed_chain_problem_gradient_and_passive_joints():
+    """A five-bar (ClosedModel) with passive distal joints: the constrained rollout's cost
+    gradient matches central differences, and passive dofs get no torque."""
+    cm, q0 = jaxdyn.mechanisms.five_bar()
+    p = to.problem(cm, jnp.asarray(q0), jnp.zeros(4), 0.01, 10, lambda t, q, qd, u: jnp.sum(u ** 2),
+                   lambda q, qd: 10 * (q[0] - 2.0) ** 2, actuation=[1, 0, 1, 0], stabilization=(10.0, 25.0))
+    Z = jnp.asarray(np.random.default_rng(5).normal(size=(10, 4)))
+    _fd_check(lambda Z: to.single_shooting_cost(p, Z), Z, n_dirs=2, rtol=1e-6)
+    tr = to.simulate(p, Z)
+    assert float(jnp.abs(tr.tau[:, jnp.array([1, 3])]).max()) == 0.0
+    assert float(jnp.abs(jax.vmap(lambda q: jaxdyn.constraint_residual(cm, q))(tr.q)).max()) < 1e-6
+    with pytest.raises(ArgumentError, match="stabilization"):
+        to.problem(cm.model, jnp.asarray(q0), jnp.zeros(4), 0.01, 10, lambda t, q, qd, u: 0.0,
+                   stabilization=(1.0, 1.0))

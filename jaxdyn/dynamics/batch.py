@@ -108,7 +108,7 @@ def _materialize(x, i):
 def _inv(D):
     """(k, k, C) SPD pivots -> inverse by :func:`pd_inverse` per robot (NaN where not
     positive definite)."""
-    return jnp.moveaxis(jax.vmap(pd_inverse)(jnp.moveaxis(D, -1, 0)), 0, -1)
+    return jnp.moveaxis(pd_inverse(jnp.moveaxis(D, -1, 0)), 0, -1)
 
 
 # ---------------------------------------------------------------- Plücker transforms (E, r)
