@@ -43,15 +43,6 @@ def _positive_int(s):
     return n
 
 
-def _progress(i, n, t0, width=30):
-    frac = i / n
-    bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
-    sys.stderr.write(f"\r[{bar}] {100 * frac:5.1f}%  {time.time() - t0:6.1f}s")
-    sys.stderr.flush()
-    if i == n:
-        sys.stderr.write("\n")
-
-
 def simulate(args):
     import jax
     jax.config.update("jax_enable_x64", True)
@@ -61,7 +52,7 @@ def simulate(args):
     import jaxdyn
     from .config import load_config, sim_steps
     from .errors import ConfigError, SimulationError
-    from .output import write_outputs
+    from .output import progress_bar, write_outputs
 
     cfg = load_config(args.config)
     out = args.out or os.path.join("jaxdyn-out", cfg["name"])
@@ -127,7 +118,7 @@ def simulate(args):
     print(f"jaxdyn simulate {cfg['name']}: robot {model.name} (nq={model.nq}), T={T} s, dt={dt} s, "
           f"{sim['integrator']}, method={sim['method']}, batch={batch}", file=sys.stderr)
     parts, q, qd, acc, rej = [], Q0, QD0, 0, 0
-    _progress(0, n_chunks, t_wall)
+    progress_bar(0, n_chunks, t_wall)
     for c in range(n_chunks):
         tr = step_fn(q, qd, c * per * dt)
         if not bool(np.all(tr.ok)):
@@ -139,7 +130,7 @@ def simulate(args):
         q, qd = tr.q[:, -1], tr.qd[:, -1]
         parts.append(tr if c == 0 else jax.tree_util.tree_map(lambda x: x[:, 1:] if x.ndim > 1 else x, tr))
         acc += int(np.sum(tr.accepted)); rej += int(np.sum(tr.rejected))
-        _progress(c + 1, n_chunks, t_wall)
+        progress_bar(c + 1, n_chunks, t_wall)
     wall = time.time() - t_wall
     t = np.arange(steps + 1) * dt
     Qs = np.concatenate([np.asarray(p.q) for p in parts], 1)

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import os
 
+import sys
+import time
+
 import numpy as np
 
 
@@ -119,3 +122,13 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     with open(os.path.join(out, "summary.txt"), "w") as fh:
         fh.write(text + "\n")
     return text
+
+
+def progress_bar(i, n, t0, width=30):
+    """Draw a one-line progress bar on stderr: step i of n, seconds since t0."""
+    frac = i / n
+    bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
+    sys.stderr.write(f"\r[{bar}] {100 * frac:5.1f}%  {time.time() - t0:6.1f}s")
+    sys.stderr.flush()
+    if i == n:
+        sys.stderr.write("\n")

@@ -177,12 +177,12 @@ def run(args) -> int:
     t_wall = time.time()
     print("compiling (one jitted program) ...", file=sys.stderr)
     total = (o["rounds"] if cons is not None or o["shooting"] == "multiple" else 1) * o["iterations"]
-    from ..cli import _progress
+    from ..output import progress_bar
     seen = {"n": 0}
 
     def progress(r, i):
         if K == 1 or seen["n"] % K == 0:
-            _progress(min(int(r) * o["iterations"] + int(i) + 1, total), total, t_wall)
+            progress_bar(min(int(r) * o["iterations"] + int(i) + 1, total), total, t_wall)
         seen["n"] += 1
 
     res = to.optimize(prob, Z0, progress=progress, **kw)
