@@ -362,11 +362,15 @@ def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segme
 
         n_rounds = rounds if nc else 1
         (params, lam), hist = lax.scan(round_, (params, lam), jnp.arange(n_rounds))
-        c = terms(params)[1:]
-        dmax = jnp.max(jnp.abs(c)) if nc else jnp.zeros((), Z.dtype)
         Zf = params if shooting == "single" else params["Z"]
         tr = simulate(prob, Zf, model0)
-        return params, tr.tau[:-1], single(Zf), hist.reshape(-1), dmax, tr
+        if shooting == "single" and not robust:     # one final rollout serves every output
+            J = _cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
+            c = psi(tr.q[-1], tr.qd[-1])
+        else:
+            J, c = single(Zf), terms(params)[1:]
+        dmax = jnp.max(jnp.abs(c)) if nc else jnp.zeros((), Z.dtype)
+        return params, tr.tau[:-1], J, hist.reshape(-1), dmax, tr
 
     return jax.jit(jax.vmap(solve_one) if batched else solve_one)
 
