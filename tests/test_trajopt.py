@@ -88,6 +88,8 @@ def test_bad_input_is_named():
         to.problem(m, jnp.zeros(2), jnp.zeros(2), 0.01, 10, f, stepper="rkf45")
     with pytest.raises(ArgumentError, match="tau_limit"):
         to.problem(m, jnp.zeros(2), jnp.zeros(2), 0.01, 10, f, tau_limit=[1.0, -1.0])
+    with pytest.raises(ArgumentError, match="dt"):
+        to.problem(m, jnp.zeros(2), jnp.zeros(2), -0.01, 10, f)
     p = to.problem(m, jnp.zeros(2), jnp.zeros(2), 0.01, 10, f)
     with pytest.raises(ArgumentError, match="divide"):
         to.optimize(p, shooting="multiple", segments=3)

@@ -58,7 +58,8 @@ class Problem:
       parametrization: "torque" (Z are the held torques) or "acceleration" (Z are held joint
         accelerations, applied by the feedback-linearizing law ``tau = rnea(q, qd, Z[k])``
         inside every stage, then limited): the terminal state is then nearly linear in Z,
-        which conditions reaching problems far better (Z (steps, nv), vector-space joints).
+        which conditions reaching problems far better (Z (steps, nv) are tangent-space
+        accelerations, so free-flyer bases work too).
       actuation: None or (nv,) 0/1 mask of actuated dofs (the torques are ``mask * U``).
       stabilization: Baumgarte gains for a closed model (:func:`jaxdyn.close_loops`), passed
         to :func:`jaxdyn.rollout`.  ``model`` may be a ClosedModel: the rollouts are then
@@ -98,6 +99,8 @@ def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_lim
         raise ArgumentError(f"trajopt stepper must be a fixed-step one of euler|rk4|abm, got {stepper!r}")
     if int(steps) < 1:
         raise ArgumentError(f"steps must be a positive int, got {steps!r}")
+    if not (np.isfinite(float(dt)) and float(dt) > 0):
+        raise ArgumentError(f"dt must be a positive finite number, got {dt!r}")
     if tau_limit is not None:
         tau_limit = jnp.broadcast_to(jnp.asarray(tau_limit, float), (nv,))
         if not bool(jnp.all(tau_limit > 0)):
