@@ -147,3 +147,24 @@ def test_simulation_error_estimator_fits_a_trajectory():
     np.testing.assert_array_equal(np.asarray(fit.theta[:3]), np.asarray(theta0[:3]))
     rep = si.consistency_report(m, fit.pi)
     assert np.all(rep[:, 0] > 0) and np.all(rep[:, 2] >= 0)
+
+
+def test_consistent_refinement_keeps_massless_bodies_fixed():
+    """A massless body has no log-Cholesky parameters: it is held at pi_fixed (not turned into
+    a unit-mass body), and the others are still recovered from noiseless data."""
+    m = jaxdyn.robots.puma560()
+    m = m.replace(mass=m.mass.at[4].set(0.0), inertia=m.inertia.at[4].set(0.0))
+    Y, tau = _data(m, 60, 0)
+    base = jaxdyn.base_parameters(Y.reshape(-1, Y.shape[-1]))
+    pi = np.asarray(jaxdyn.inertial_parameters(m))
+    theta = np.asarray(jaxdyn.log_cholesky_parameters(m))
+    fixed = ~np.isfinite(theta).all(1)
+    assert fixed.tolist() == [False, False, False, False, True, False]
+    from jaxdyn.apps.identify_cli import perturb
+    theta0 = np.asarray(jaxdyn.log_cholesky_parameters(perturb(m, jax.random.PRNGKey(2), 0.5)))
+    with pytest.raises(jaxdyn.errors.ArgumentError, match=r"rows \[4\]"):
+        jaxdyn.identify_consistent(Y, tau, theta0, steps=1)
+    fit = jaxdyn.identify_consistent(Y, tau, theta0, steps=12000, fixed=fixed, pi_fixed=pi)
+    np.testing.assert_array_equal(np.asarray(fit.pi[40:50]), pi[40:50])
+    rel = np.linalg.norm(base.reduce(fit.pi) - base.reduce(pi)) / np.linalg.norm(base.reduce(pi))
+    assert rel <= 1e-6, rel

@@ -188,9 +188,8 @@ def run(args) -> int:
     pib_ls = si.identify_least_squares(Y, tau_fit, base, weights=w, prior=prior, prior_weight=es["prior_weight"])
     print(f"consistent refinement ({es['steps']} L-BFGS steps on log-Cholesky parameters) ...", file=sys.stderr)
     theta0 = np.asarray(jaxdyn.log_cholesky_parameters(start))
-    fixed = ~np.isfinite(theta0).all(1)
-    theta0 = np.where(fixed[:, None], 0.0, theta0)
-    fit = si.identify_consistent(Y, tau_fit, theta0, weights=w, steps=es["steps"], fixed=fixed,
+    fixed = ~np.isfinite(theta0).all(1)        # massless / flat bodies: kept at the start's values
+    fit = si.identify_consistent(Y, tau_fit, theta0, weights=w, steps=es["steps"], fixed=fixed, pi_fixed=pi_start,
                                  prior=pi_start if es["prior_weight"] > 0 else None, prior_weight=es["prior_weight"])
     pi_c = np.asarray(fit.pi)
     pib_true, pib_c, pib_start = base.reduce(pi_true), base.reduce(pi_c), base.reduce(pi_start)
@@ -207,7 +206,8 @@ def run(args) -> int:
     res_0 = np.einsum("nip,p->ni", Yv, pi_start) - tv_true
     rms = lambda r: np.sqrt(np.mean(r ** 2, 0))  # noqa: E731
     cons = si.consistency_report(true, pi_c)
-    physical = bool(np.all(cons[:, 0] > 0) and np.all(cons[:, 1] >= -1e-12) and np.all(cons[:, 2] >= -1e-12))
+    cf = cons[~fixed]                           # the fitted bodies
+    physical = bool(np.all(cf[:, 0] > 0) and np.all(cf[:, 1] >= -1e-12) and np.all(cf[:, 2] >= -1e-12))
     wall = time.time() - t_wall
     lines = [f"config: {name}", f"robot: {true.name} (nb={true.nb}, {10 * true.nb} inertial parameters)",
              f"data: {source}",
@@ -222,8 +222,10 @@ def run(args) -> int:
              f"  least sq.   {np.round(rms(res_ls), 4).tolist()}",
              f"  consistent  {np.round(rms(res_c), 4).tolist()}",
              f"physical consistency of the identified bodies: {'all valid' if physical else 'VIOLATED'} "
-             f"(min mass {cons[:, 0].min():.4g}, min principal moment {cons[:, 1].min():.3g}, "
-             f"min triangle margin {cons[:, 2].min():.3g})",
+             f"(min mass {cf[:, 0].min():.4g}, min principal moment {cf[:, 1].min():.3g}, "
+             f"min triangle margin {cf[:, 2].min():.3g})"
+             + (f"; {int(fixed.sum())} bodies without a positive-definite pseudo-inertia kept at the start: "
+                f"{[true.body_names[i] for i in np.flatnonzero(fixed)]}" if fixed.any() else ""),
              f"joint limits: {'; '.join(lim_lines) if lim_lines else 'respected'}",
              f"wall time: {wall:.1f} s"]
     _write(out, name, true, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,

@@ -140,25 +140,38 @@ class ConsistentFit(NamedTuple):
     history: jax.Array   # (steps,) loss per iteration
 
 
-def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0.0, steps=2000, fixed=None):
+def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0.0, steps=2000, fixed=None,
+                        pi_fixed=None):
     """Nonlinear refinement on the torque residual through the log-Cholesky parametrization
     (every iterate physically consistent), with optax L-BFGS:
 
     ``min_theta mean_k || w * (Y_k pi(theta) - tau_k) ||^2 / nv + prior_weight^2 ||pi(theta) - prior||^2 / p``
 
     Y (N, nv, 10 nb), tau (N, nv) (armature terms removed), theta0 (nb, 10) start (e.g.
-    ``jaxdyn.log_cholesky_parameters(nominal)``), ``fixed`` (nb,) bool: bodies kept at theta0
-    (e.g. massless or unobservable ones).  Returns :class:`ConsistentFit`.
+    ``jaxdyn.log_cholesky_parameters(nominal)``), ``fixed`` (nb,) bool: bodies not fitted,
+    whose parameters are the rows of ``pi_fixed`` (10 nb,) (e.g. massless bodies, which have no
+    log-Cholesky parameters: ``jaxdyn.inertial_parameters(nominal)``); their theta0 rows are
+    ignored (NaN allowed).  Returns :class:`ConsistentFit` (theta rows of fixed bodies: NaN).
     """
     Y, tau, theta0 = jnp.asarray(Y), jnp.asarray(tau), jnp.asarray(theta0)
     if Y.ndim != 3 or tau.shape != Y.shape[:2] or theta0.shape != (Y.shape[2] // 10, 10):
         raise ShapeError(f"need Y (N, nv, 10 nb), tau (N, nv), theta0 (nb, 10); got {Y.shape}, {tau.shape}, "
                          f"{theta0.shape}")
-    if not bool(jnp.all(jnp.isfinite(theta0))):
-        raise ArgumentError("theta0 has non-finite rows (bodies without a positive-definite pseudo-inertia); "
-                            "mark them fixed=... and give finite placeholders")
+    nb = theta0.shape[0]
+    free = jnp.ones(nb, bool) if fixed is None else ~jnp.asarray(fixed, bool)
+    if free.shape != (nb,):
+        raise ShapeError(f"fixed must be (nb,) = ({nb},), got {free.shape}")
+    if not bool(jnp.all(free)) and pi_fixed is None:
+        raise ArgumentError("fixed bodies need pi_fixed (10 nb,): their parameters")
+    pf = jnp.zeros(10 * nb, theta0.dtype) if pi_fixed is None else jnp.asarray(pi_fixed, theta0.dtype)
+    if pf.shape != (10 * nb,):
+        raise ShapeError(f"pi_fixed must be (10 nb,) = ({10 * nb},), got {pf.shape}")
+    bad = ~jnp.all(jnp.isfinite(theta0), axis=1) & free
+    if bool(jnp.any(bad)):
+        raise ArgumentError(f"theta0 rows {np.flatnonzero(np.asarray(bad)).tolist()} are not finite (bodies without a "
+                            "positive-definite pseudo-inertia, e.g. massless): mark them fixed and give pi_fixed")
+    theta0 = jnp.where(free[:, None], theta0, 0.0)
     w = jnp.ones(Y.shape[1]) if weights is None else jnp.asarray(weights)
-    free = jnp.ones(theta0.shape[0], bool) if fixed is None else ~jnp.asarray(fixed, bool)
     # normal equations once: the loss is quadratic in pi, so each evaluation is O(p^2)
     Yw = Y * w[None, :, None]
     A = jnp.einsum("nip,niq->pq", Yw, Yw) / (Y.shape[0] * Y.shape[1])
@@ -166,9 +179,13 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
     c = jnp.sum((tau * w[None, :]) ** 2) / (Y.shape[0] * Y.shape[1])
     p = Y.shape[2]
 
+    free10 = jnp.repeat(free, 10)
+
+    def params(th):
+        return jnp.where(free10, parameters_from_log_cholesky(jnp.where(free[:, None], th, theta0)), pf)
+
     def loss(th):
-        th = jnp.where(free[:, None], th, theta0)
-        pi = parameters_from_log_cholesky(th)
+        pi = params(th)
         val = pi @ A @ pi - 2 * b @ pi + c
         if prior is not None:
             val = val + prior_weight ** 2 * jnp.sum((pi - prior) ** 2) / p
@@ -185,8 +202,7 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
             upd, s = opt.update(g, s, th, value=v, grad=g, value_fn=loss)
             return (optax.apply_updates(th, upd), s), v
         (th, _), hist = jax.lax.scan(step, (th, opt.init(th)), None, length=steps)
-        th = jnp.where(free[:, None], th, theta0)
-        return th, parameters_from_log_cholesky(th), hist
+        return jnp.where(free[:, None], th, jnp.nan), params(th), hist
 
     return ConsistentFit(*run(theta0))
 
