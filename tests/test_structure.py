@@ -73,3 +73,17 @@ def test_no_internal_document_references():
     pat = re.compile(r"\bseed 00\d|\.\./shared|seeds/")
     hits = [p for p in _modules().values() if pat.search(open(p).read())]
     assert not hits, hits
+
+
+def test_joint_type_enum_sizes_match_built_models():
+    """JointType's nq / nv are the sizes a one-joint model actually gets, and names round-trip."""
+    import numpy as np
+    from jaxdyn.model import joints as J
+    assert [int(t) for t in J.JointType] == list(range(8))
+    for t in J.JointType:
+        m = jaxdyn.build_model(parent=[-1], jtype=[t.label], Xtree_E=np.eye(3)[None], Xtree_r=np.zeros((1, 3)),
+                               axis=np.array([[0.0, 0.0, 1.0]]), mass=[1.0], com=np.zeros((1, 3)),
+                               inertia=np.eye(3)[None] * 0.1)
+        assert (m.nq, m.nv) == (t.nq, t.nv), t
+        assert J.joint_code(t.label) == t and J.NQ[int(t)] == t.nq
+        assert np.asarray(jaxdyn.neutral(m)).shape == (t.nq,)

@@ -21,20 +21,47 @@ term is v x (S qd) (Featherstone eq. 4.x).  S is returned angular-first (Feather
 """
 from __future__ import annotations
 
+from enum import IntEnum
+
 import jax.numpy as jnp
 
 from ..spatial.rotations import quat_to_rot
 from ..spatial.transforms import Transform, skew
 
-FIXED, REVOLUTE, REVOLUTE_UB, PRISMATIC, HELICAL, SPHERICAL, FREE, PLANAR = range(8)
-JOINT_NAMES = {
-    FIXED: "fixed", REVOLUTE: "revolute", REVOLUTE_UB: "revolute_unbounded",
-    PRISMATIC: "prismatic", HELICAL: "helical", SPHERICAL: "spherical", FREE: "free",
-    PLANAR: "planar",
-}
-JOINT_CODES = {v: k for k, v in JOINT_NAMES.items()}
-NQ = {FIXED: 0, REVOLUTE: 1, REVOLUTE_UB: 2, PRISMATIC: 1, HELICAL: 1, SPHERICAL: 4, FREE: 7, PLANAR: 4}
-NV = {FIXED: 0, REVOLUTE: 1, REVOLUTE_UB: 1, PRISMATIC: 1, HELICAL: 1, SPHERICAL: 3, FREE: 6, PLANAR: 3}
+class JointType(IntEnum):
+    """Joint type codes (the integers stored in ``Model.jtype``) with their sizes."""
+    FIXED = 0
+    REVOLUTE = 1
+    REVOLUTE_UB = 2
+    PRISMATIC = 3
+    HELICAL = 4
+    SPHERICAL = 5
+    FREE = 6
+    PLANAR = 7
+
+    @property
+    def nq(self) -> int:
+        """Number of configuration coordinates."""
+        return _SIZES[self][0]
+
+    @property
+    def nv(self) -> int:
+        """Number of velocity coordinates (tangent dimension)."""
+        return _SIZES[self][1]
+
+    @property
+    def label(self) -> str:
+        """The name used in configs and ``build_model`` ("revolute", "free", ...)."""
+        return _SIZES[self][2]
+
+
+_SIZES = {0: (0, 0, "fixed"), 1: (1, 1, "revolute"), 2: (2, 1, "revolute_unbounded"), 3: (1, 1, "prismatic"),
+          4: (1, 1, "helical"), 5: (4, 3, "spherical"), 6: (7, 6, "free"), 7: (4, 3, "planar")}
+FIXED, REVOLUTE, REVOLUTE_UB, PRISMATIC, HELICAL, SPHERICAL, FREE, PLANAR = JointType
+JOINT_NAMES = {t: t.label for t in JointType}
+JOINT_CODES = {t.label: t for t in JointType}
+NQ = {t: t.nq for t in JointType}
+NV = {t: t.nv for t in JointType}
 
 
 def joint_code(t) -> int:
@@ -44,9 +71,9 @@ def joint_code(t) -> int:
     if isinstance(t, str):
         if t not in JOINT_CODES:
             raise ModelError(f"unknown joint type {t!r}; known: {sorted(JOINT_CODES)}")
-        return JOINT_CODES[t]
+        return int(JOINT_CODES[t])
     if int(t) not in JOINT_NAMES:
-        raise ModelError(f"unknown joint type code {t!r}; known: {JOINT_NAMES}")
+        raise ModelError(f"unknown joint type code {t!r}; known: {dict((int(k), v) for k, v in JOINT_NAMES.items())}")
     return int(t)
 
 
