@@ -10,16 +10,9 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
-def _robots_dir():
-    import sys
-    for p in sys.path:
-        d = os.path.join(p, "cmeel.prefix", "share", "example-robot-data", "robots")
-        if os.path.isdir(d):
-            return d
-    return None
+from jaxdyn.io.named import example_robot_data_dir  # noqa: E402
 
-
-ROBOTS_DIR = _robots_dir()
+ROBOTS_DIR = example_robot_data_dir()
 
 URDFS = {
     "panda": ("panda_description/urdf/panda.urdf", False),

@@ -31,6 +31,7 @@ import time
 
 from ..config import check_tables, read_toml
 from ..errors import ConfigError
+from .common import output_dir
 
 SCHEMA = {
     "robot": {"name": str},
@@ -136,9 +137,7 @@ def run(args) -> int:
 
     cfg = load(args.config)
     name = cfg["name"]
-    out = args.out or os.path.join("jaxdyn-out", name)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ConfigError(f"--out {out!r} exists and is not a directory")
+    out = output_dir(args.out, name)
     true = robot_by_name(cfg["robot"]["name"])
     if isinstance(true, tuple):
         raise ConfigError(f"{name}: identify needs an open-chain robot; {cfg['robot']['name']!r} is closed")

@@ -24,6 +24,7 @@ from ..dynamics.common import body_inertias, scatter_dofs
 from ..dynamics.rnea import rnea_core
 from ..errors import ArgumentError, ShapeError
 from ..model.model import check_state
+from .common import lbfgs_minimize
 
 
 def inertial_parameters(model):
@@ -191,17 +192,9 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
             val = val + prior_weight ** 2 * jnp.sum((pi - prior) ** 2) / p
         return val
 
-    opt = optax.lbfgs(memory_size=20)
-    vg = optax.value_and_grad_from_state(loss)
-
     @jax.jit
     def run(th):
-        def step(carry, _):
-            th, s = carry
-            v, g = vg(th, state=s)
-            upd, s = opt.update(g, s, th, value=v, grad=g, value_fn=loss)
-            return (optax.apply_updates(th, upd), s), v
-        (th, _), hist = jax.lax.scan(step, (th, opt.init(th)), None, length=steps)
+        th, hist = lbfgs_minimize(loss, th, steps)
         return jnp.where(free[:, None], th, jnp.nan), params(th), hist
 
     return ConsistentFit(*run(theta0))
@@ -231,17 +224,9 @@ def identify_simulation_error(model, theta0, q0, qd0, U, dt, Q_meas, steps=100, 
     def loss(th):
         return simulation_error(model, jnp.where(fr[:, None], th, theta0), q0, qd0, U, dt, Q_meas, stepper)
 
-    opt = optax.lbfgs(memory_size=20)
-    vg = optax.value_and_grad_from_state(loss)
-
     @jax.jit
     def run(th):
-        def step(carry, _):
-            th, s = carry
-            v, g = vg(th, state=s)
-            upd, s = opt.update(g, s, th, value=v, grad=g, value_fn=loss)
-            return (optax.apply_updates(th, upd), s), v
-        (th, _), hist = jax.lax.scan(step, (th, opt.init(th)), None, length=steps)
+        th, hist = lbfgs_minimize(loss, th, steps)
         th = jnp.where(fr[:, None], th, theta0)
         return th, parameters_from_log_cholesky(th), hist
 

@@ -24,6 +24,7 @@ import time
 
 from ..config import check_tables, read_toml
 from ..errors import ConfigError
+from .common import output_dir
 
 SCHEMA = {
     "robot": {"name": str},
@@ -105,9 +106,7 @@ def run(args) -> int:
 
     cfg = load(args.config)
     name = cfg["name"]
-    out = args.out or os.path.join("jaxdyn-out", name)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ConfigError(f"--out {out!r} exists and is not a directory")
+    out = output_dir(args.out, name)
     built = robot_by_name(cfg["robot"]["name"])
     closed, q_closed = built if isinstance(built, tuple) else (None, None)
     model = closed.model if closed is not None else built

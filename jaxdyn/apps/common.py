@@ -1,0 +1,34 @@
+"""Pieces the application tools share: the output folder of a command and an L-BFGS loop."""
+from __future__ import annotations
+
+import os
+
+import jax
+import optax
+
+from ..errors import ConfigError
+
+
+def output_dir(out, name):
+    """The output folder of a command: ``out`` or ``./jaxdyn-out/<name>``; a path that exists
+    and is not a folder is a named error."""
+    out = out or os.path.join("jaxdyn-out", name)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"--out {out!r} exists and is not a directory")
+    return out
+
+
+def lbfgs_minimize(loss, x0, steps, memory_size=20):
+    """``steps`` optax L-BFGS steps (zoom line search) on ``loss`` from x0 in one ``lax.scan``
+    (call it under jit).  Returns (x, history (steps,) of loss values before each step)."""
+    opt = optax.lbfgs(memory_size=memory_size)
+    vg = optax.value_and_grad_from_state(loss)
+
+    def step(carry, _):
+        x, s = carry
+        v, g = vg(x, state=s)
+        upd, s = opt.update(g, s, x, value=v, grad=g, value_fn=loss)
+        return (optax.apply_updates(x, upd), s), v
+
+    (x, _), hist = jax.lax.scan(step, (x0, opt.init(x0)), None, length=steps)
+    return x, hist
