@@ -44,6 +44,8 @@ def _positive_int(s):
 
 
 def simulate(args):
+    """``jaxdyn simulate``: config -> model and initial state -> chunked rollout -> outputs.
+    Returns the exit status (0); raises ConfigError / SimulationError (exit 2 / 3 in :func:`main`)."""
     import jax
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
@@ -146,6 +148,7 @@ def simulate(args):
 
 
 def main(argv=None):
+    """Entry point of the ``jaxdyn`` command: parse ``argv`` and dispatch; returns the exit status."""
     p = argparse.ArgumentParser(prog="jaxdyn", description="Rigid-body dynamics in JAX")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("simulate", help="simulate a config (default: PUMA free fall of Saha 2003)")

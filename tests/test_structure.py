@@ -87,3 +87,13 @@ def test_joint_type_enum_sizes_match_built_models():
         assert (m.nq, m.nv) == (t.nq, t.nv), t
         assert J.joint_code(t.label) == t and J.NQ[int(t)] == t.nq
         assert np.asarray(jaxdyn.neutral(m)).shape == (t.nq,)
+
+
+def test_every_public_module_level_function_and_class_has_a_docstring():
+    missing = []
+    for m, p in _modules().items():
+        for node in ast.parse(open(p).read()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_") \
+                    and not ast.get_docstring(node):
+                missing.append(f"{m}.{node.name}")
+    assert not missing, missing

@@ -54,6 +54,8 @@ PARAM_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz
 
 
 def load(path=None) -> dict:
+    """Read and validate an identification config (path or built-in name; default
+    ``identify_puma``), filling defaults; named errors for bad keys and values."""
     raw, name = read_toml(path, DEFAULT_CONFIG, kind="identify")
     cfg = check_tables(raw, name, SCHEMA, DEFAULTS)
     if "name" not in cfg.get("robot", {}):
@@ -125,6 +127,8 @@ def perturb(model, key, frac):
 
 
 def run(args) -> int:
+    """``jaxdyn identify``: load the config, make or read the data, identify, write the outputs.
+    Returns the exit status (0); bad input raises ConfigError (exit 2 in :func:`jaxdyn.cli.main`)."""
     import jax
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp

@@ -136,6 +136,7 @@ def consistency_report(model, pi):
 
 
 class ConsistentFit(NamedTuple):
+    """Result of the consistent estimators: theta (nb, 10), pi (10 nb,), loss history."""
     theta: jax.Array     # (nb, 10) log-Cholesky parameters
     pi: jax.Array        # (10 nb,) inertial parameters of theta
     history: jax.Array   # (steps,) loss per iteration

@@ -95,6 +95,8 @@ def limit_report(model, Q):
 
 
 def run(args) -> int:
+    """``jaxdyn trajopt``: load the config, build the problem, optimize, write the outputs.
+    Returns the exit status (0); bad input raises ConfigError (exit 2 in :func:`jaxdyn.cli.main`)."""
     import jax
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp

@@ -54,6 +54,7 @@ from .solve import PROX_ITERS, diagnostics, prox_solve
 
 
 class ConstrainedResult(NamedTuple):
+    """Result of :func:`constrained_forward_dynamics` (fields below; m constraint rows)."""
     qdd: jax.Array       # (nv,) joint accelerations
     lam: jax.Array       # (m,) constraint forces: M qdd + h = tau + K^T lam
     residual: jax.Array  # (m,) K qdd + k + stabilization (0 up to round-off when consistent)

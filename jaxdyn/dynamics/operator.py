@@ -77,6 +77,7 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
 
 
 def factors_unchecked(model, q):
+    """:func:`factors` without the state check (for callers that validated q already)."""
     fac = aba_factor(model, q)
     G = fac.U @ fac.Dinv                                     # P H^T D^-1
     phi = jnp.swapaxes(fac.X6, -1, -2)

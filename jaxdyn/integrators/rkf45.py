@@ -41,6 +41,7 @@ _B4 = (25 / 216, 0.0, 1408 / 2565, 2197 / 4104, -1 / 5, 0.0)
 
 
 class RKFStats(NamedTuple):
+    """State of the adaptive RKF45 stepper carried across samples (all scalars)."""
     h: jnp.ndarray         # step size to try next
     accepted: jnp.ndarray  # accepted internal steps (cumulative)
     rejected: jnp.ndarray  # rejected internal steps (cumulative)

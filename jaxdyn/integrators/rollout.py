@@ -28,6 +28,7 @@ STEPPERS = ("euler", "rk4", "rkf45", "abm")
 
 
 class Trajectory(NamedTuple):
+    """A rollout's samples (leading batch axes under vmap)."""
     t: jax.Array      # (steps + 1,)
     q: jax.Array      # (steps + 1, nq)
     qd: jax.Array     # (steps + 1, nv)

@@ -57,6 +57,10 @@ META_FIELDS = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names
 
 @dataclasses.dataclass(frozen=True)
 class Model:
+    """A kinematic tree as a pytree: per-body arrays (leading axis nb, topological order;
+    joint placements Xtree as (E, r) in the parent body frame, COM and inertia in the body
+    frame) are data; sizes, joint-type set and names are static.  Build with
+    :func:`build_model`, :func:`jaxdyn.load_urdf` or :func:`jaxdyn.from_dh`."""
     parent: jax.Array
     jtype: jax.Array
     qidx: jax.Array

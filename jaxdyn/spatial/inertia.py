@@ -14,6 +14,8 @@ from .transforms import Transform, skew
 
 
 class Inertia(NamedTuple):
+    """Compact spatial inertia in a body frame: mass m (), first moment h = m c (3,) and the
+    rotational inertia Ibar (3, 3) about the frame origin (Featherstone 2008, Sec. 2.13)."""
     m: jnp.ndarray     # ()
     h: jnp.ndarray     # (3,)  first moment m*c
     Ibar: jnp.ndarray  # (3, 3) about the frame origin
@@ -39,6 +41,7 @@ def to_mcI(I: Inertia):
 
 
 def to_matrix(I: Inertia):
+    """The 6x6 spatial inertia matrix (angular-first): [[Ibar, h x], [(h x)^T, m 1]]."""
     hx = skew(I.h)
     return jnp.block([[I.Ibar, hx], [hx.T, I.m * jnp.eye(3, dtype=I.h.dtype)]])
 
@@ -59,6 +62,7 @@ def transform_to_parent(X: Transform, I: Inertia) -> Inertia:
 
 
 def add(a: Inertia, b: Inertia) -> Inertia:
+    """Sum of two inertias expressed in the same frame."""
     return Inertia(a.m + b.m, a.h + b.h, a.Ibar + b.Ibar)
 
 
@@ -96,6 +100,8 @@ def pseudo_inertia(I: Inertia):
 
 
 def from_pseudo_inertia(J) -> Inertia:
+    """Inverse of :func:`pseudo_inertia`: J (4, 4) = [[Sigma, h], [h^T, m]] with
+    Sigma = tr(Ibar)/2 1 - Ibar -> Inertia (m, h, Ibar = tr(Sigma) 1 - Sigma)."""
     Sigma, h, m = J[:3, :3], J[:3, 3], J[3, 3]
     return Inertia(m, h, jnp.trace(Sigma) * jnp.eye(3, dtype=J.dtype) - Sigma)
 

@@ -87,6 +87,8 @@ def exp3(w):
 
 
 def t2_safe(t2, small):
+    """t2 where ``small`` is False, else 1: a safe denominator for series branches, so both
+    sides of a ``jnp.where`` stay finite under autodiff."""
     return jnp.where(small, 1.0, t2)
 
 

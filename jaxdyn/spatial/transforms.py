@@ -51,23 +51,30 @@ def rot_E(axis: int, theta):
 
 
 def rotx(theta) -> Transform:
+    """Plücker transform of a pure rotation by theta (..., ) about x: X = [[E, 0], [0, E]],
+    E = rot(x, theta)^T (coordinates of the rotated frame, Featherstone's rx)."""
     return Transform(rot_E(0, theta), jnp.zeros(jnp.shape(theta) + (3,), jnp.result_type(theta, float)))
 
 
 def roty(theta) -> Transform:
+    """As :func:`rotx`, about y."""
     return Transform(rot_E(1, theta), jnp.zeros(jnp.shape(theta) + (3,), jnp.result_type(theta, float)))
 
 
 def rotz(theta) -> Transform:
+    """As :func:`rotx`, about z."""
     return Transform(rot_E(2, theta), jnp.zeros(jnp.shape(theta) + (3,), jnp.result_type(theta, float)))
 
 
 def xlt(r) -> Transform:
+    """Plücker transform of a pure translation: the new frame's origin at r (..., 3) in the
+    old frame's coordinates (Featherstone's xlt), E = identity."""
     r = jnp.asarray(r)
     return Transform(jnp.broadcast_to(jnp.eye(3, dtype=r.dtype), r.shape[:-1] + (3, 3)), r)
 
 
 def identity(dtype=float) -> Transform:
+    """The identity transform (E = I (3, 3), r = 0 (3,))."""
     return Transform(jnp.eye(3, dtype=dtype), jnp.zeros(3, dtype))
 
 
@@ -137,4 +144,6 @@ def placement(X: Transform):
 
 
 def from_placement(R, p) -> Transform:
+    """Inverse of :func:`placement`: the transform from A to B coordinates of a frame B at
+    Pinocchio-style placement (R (..., 3, 3), p (..., 3)) in A."""
     return Transform(jnp.swapaxes(R, -1, -2), p)
