@@ -119,7 +119,7 @@ def bench_identification(samples):
 
     m = jaxdyn.robots.puma560()
     f = si.fourier_excitation(m, jax.random.PRNGKey(0), 5, 10.0, 1.0)
-    Yfn = jax.jit(jax.vmap(si.regressor, in_axes=(None, 0, 0, 0)))
+    Yfn = si.regressors
     theta0 = np.asarray(jaxdyn.log_cholesky_parameters(perturb(m, jax.random.PRNGKey(2), 0.5)))
     rows = {}
     for N in samples:

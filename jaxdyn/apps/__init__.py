@@ -5,9 +5,9 @@ from . import sysid, trajopt
 from .sysid import (inertial_parameters, with_inertial_parameters, regressor, base_parameters, BaseParameters,
                     identify_least_squares, identify_consistent, ConsistentFit, parameters_from_log_cholesky,
                     consistency_report, simulation_error, identify_simulation_error, Fourier, fourier_eval, fourier_excitation,
-                    sample_fourier, stacked_regressor, condition_number, optimize_excitation)
+                    sample_fourier, regressors, stacked_regressor, condition_number, optimize_excitation)
 
 __all__ = ["sysid", "trajopt", "inertial_parameters", "with_inertial_parameters", "regressor", "base_parameters",
            "BaseParameters", "identify_least_squares", "identify_consistent", "ConsistentFit",
            "parameters_from_log_cholesky", "consistency_report", "simulation_error", "identify_simulation_error", "Fourier", "fourier_eval",
-           "fourier_excitation", "sample_fourier", "stacked_regressor", "condition_number", "optimize_excitation"]
+           "fourier_excitation", "sample_fourier", "regressors", "stacked_regressor", "condition_number", "optimize_excitation"]

@@ -153,17 +153,16 @@ def run(args) -> int:
     print(f"jaxdyn identify {name}: robot {true.name} (nb={true.nb}, {10 * true.nb} parameters)", file=sys.stderr)
     t = jnp.arange(int(round(e["T"] / e["dt"]))) * e["dt"]
     f = si.fourier_excitation(true, jax.random.PRNGKey(e["seed"]), e["harmonics"], e["period"], e["amplitude"])
-    Yfn = jax.jit(jax.vmap(si.regressor, in_axes=(None, 0, 0, 0)))
     Q, QD, QDD = si.sample_fourier(f, t)
-    base0 = si.base_parameters(np.asarray(Yfn(true, Q, QD, QDD)).reshape(-1, 10 * true.nb))
-    cond0 = float(si.condition_number(np.asarray(Yfn(true, Q, QD, QDD)).reshape(-1, 10 * true.nb), base0))
+    W0 = np.asarray(si.stacked_regressor(true, Q, QD, QDD))
+    base0 = si.base_parameters(W0)
+    cond0 = float(si.condition_number(W0, base0))
     cond_hist = None
     if e["optimize_steps"]:
         print(f"optimizing the excitation ({e['optimize_steps']} Adam steps on log cond) ...", file=sys.stderr)
         f, cond_hist = si.optimize_excitation(true, f, t[::4], base0, steps=e["optimize_steps"])
         Q, QD, QDD = si.sample_fourier(f, t)
-        cond_hist = cond_hist.at[-1].set(si.condition_number(
-            np.asarray(Yfn(true, Q, QD, QDD)).reshape(-1, 10 * true.nb), base0))
+        cond_hist = cond_hist.at[-1].set(si.condition_number(si.stacked_regressor(true, Q, QD, QDD), base0))
     rngs = np.random.default_rng(nz["seed"])
     pi_true = np.asarray(si.inertial_parameters(true))
     arm = np.asarray(true.armature)
@@ -180,7 +179,7 @@ def run(args) -> int:
     lim_lines = limit_report(true, np.asarray(Qm))
     for x in lim_lines:
         print(f"warning: excitation {x}", file=sys.stderr)
-    Y = np.asarray(Yfn(true, jnp.asarray(Qm), jnp.asarray(QDm), jnp.asarray(QDDm)))
+    Y = np.asarray(si.regressors(true, jnp.asarray(Qm), jnp.asarray(QDm), jnp.asarray(QDDm)))
     tau_fit = TAU - arm * QDDm
     base = si.base_parameters(Y.reshape(-1, Y.shape[-1]))
     cond = float(si.condition_number(Y.reshape(-1, Y.shape[-1]), base))
@@ -202,7 +201,7 @@ def run(args) -> int:
                                e["amplitude"])
     tv = jnp.arange(int(round(cfg["validation"]["T"] / e["dt"]))) * e["dt"]
     Qv, QDv, QDDv = si.sample_fourier(fv, tv)
-    Yv = np.asarray(Yfn(true, Qv, QDv, QDDv))
+    Yv = np.asarray(si.regressors(true, Qv, QDv, QDDv))
     tv_true = np.einsum("nip,p->ni", Yv, pi_true)
     res_c = np.einsum("nip,p->ni", Yv, pi_c) - tv_true
     res_ls = base.columns(Yv) @ pib_ls - tv_true

@@ -286,9 +286,14 @@ def sample_fourier(f: Fourier, t):
     return jax.vmap(lambda s: fourier_eval(f, s))(jnp.asarray(t))
 
 
+regressors = jax.jit(jax.vmap(regressor, in_axes=(None, 0, 0, 0)))
+regressors.__doc__ = """Y (N, nv, 10 nb): :func:`regressor` at N samples Q, QD, QDD (N, nv) (one compiled program
+per model structure)."""
+
+
 def stacked_regressor(model, Q, QD, QDD):
-    """W (N nv, 10 nb): the regressors of N samples stacked (jit + vmap)."""
-    Y = jax.jit(jax.vmap(regressor, in_axes=(None, 0, 0, 0)))(model, Q, QD, QDD)
+    """W (N nv, 10 nb): the regressors of N samples stacked."""
+    Y = regressors(model, Q, QD, QDD)
     return Y.reshape(-1, Y.shape[-1])
 
 
@@ -317,8 +322,7 @@ def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, le
     def logcond(ab):
         a, b = rescale(ab)
         Q, QD, QDD = sample_fourier(f._replace(a=a, b=b), t)
-        Y = jax.vmap(regressor, in_axes=(None, 0, 0, 0))(model, Q, QD, QDD)
-        return jnp.log(condition_number(Y.reshape(-1, Y.shape[-1]), base))
+        return jnp.log(condition_number(stacked_regressor(model, Q, QD, QDD), base))
 
     opt = optax.adam(learning_rate)
 
