@@ -16,6 +16,59 @@ def _unit(model, j):
     return ("m", "m/s", "N") if t == J.PRISMATIC else ("rad", "rad/s", "N m")
 
 
+def write_trajectory_csv(path, t, Q, V, Tau):
+    """trajectory.csv: columns t, q1..qn, qd1..qdn, tau1..taun; t (N,), Q (N, nq), V and Tau (N, nv)."""
+    n, nv = Q.shape[1], V.shape[1]
+    header = ",".join(["t"] + [f"q{i + 1}" for i in range(n)] + [f"qd{i + 1}" for i in range(nv)] +
+                      [f"tau{i + 1}" for i in range(nv)])
+    np.savetxt(path, np.column_stack([t, Q, V, Tau]), delimiter=",", header=header, comments="", fmt="%.10g")
+
+
+def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, other_label=None, other_t=None):
+    """One panel per column of series (N, n) against t (N,) (three panels a row), with an
+    optional dashed comparison ``other`` (M, n) against ``other_t`` (default t); PNG at path."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ncol = series.shape[1]
+    cols = 3 if ncol > 3 else max(ncol, 1)
+    rows = max(int(np.ceil(ncol / cols)), 1)
+    fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    fig.suptitle(title)
+    axs = axs.ravel()
+    for j in range(ncol):
+        axs[j].plot(t, series[:, j], label=label)
+        if other is not None:
+            axs[j].plot(t if other_t is None else other_t, other[:, j], "--", label=other_label)
+        axs[j].set_xlabel("time (s)")
+        axs[j].set_ylabel(ylabel(j))
+        axs[j].grid(alpha=0.3)
+    if other is not None:
+        axs[0].legend(fontsize=7)
+    for ax in axs[ncol:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_curve(path, title, y, xlabel, ylabel):
+    """A loss / cost history y (K,) on a log axis (shifted to positive if it reaches <= 0)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    y = np.asarray(y)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.semilogy(np.arange(len(y)), np.maximum(y - y.min() + 1e-12, 1e-12) if y.min() <= 0 else y)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wall, drift=None):
     """Q, V, Tau: (batch, steps + 1, n).  Writes files for copy 0; returns the summary text.
     ``drift`` (steps + 1,): max |constraint residual| per sample of a closed model (plotted)."""
@@ -29,36 +82,14 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     os.makedirs(out, exist_ok=True)
     q, v, tau = Q[0], V[0], Tau[0]
     n, nv = model.nq, model.nv
-    header = ",".join(["t"] + [f"q{i + 1}" for i in range(n)] + [f"qd{i + 1}" for i in range(nv)] +
-                      [f"tau{i + 1}" for i in range(nv)])
-    np.savetxt(os.path.join(out, "trajectory.csv"), np.column_stack([t, q, v, tau]), delimiter=",",
-               header=header, comments="", fmt="%.10g")
+    write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, q, v, tau)
     files = ["trajectory.csv"]
     forced = traj_fn is not None
     qdes = np.asarray(jax.vmap(lambda tt: traj_fn(tt)[0])(t)) if forced else None
 
     def panels(title, series, ylabel, fname, desired=None):
         """One panel per column (Figs. 4-6): series (steps + 1, n), optional dashed desired."""
-        ncol = series.shape[1]
-        cols = 3 if ncol > 3 else max(ncol, 1)
-        rows = max(int(np.ceil(ncol / cols)), 1)
-        fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
-        fig.suptitle(title)
-        axs = axs.ravel()
-        for j in range(ncol):
-            axs[j].plot(t, series[:, j], label="simulated")
-            if desired is not None:
-                axs[j].plot(t, desired[:, j], "--", label="desired (eq. 18)")
-            axs[j].set_xlabel("time (s)")
-            axs[j].set_ylabel(ylabel(j))
-            axs[j].grid(alpha=0.3)
-        if desired is not None:
-            axs[0].legend(fontsize=7)
-        for ax in axs[ncol:]:
-            ax.set_visible(False)
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, fname), dpi=90)
-        plt.close(fig)
+        plot_columns(os.path.join(out, fname), title, t, series, ylabel, other=desired, other_label="desired (eq. 18)")
         files.append(fname)
 
     qlabel = (lambda j: f"joint {j + 1} ({_unit(model, j)[0]})") if n == nv else (lambda j: f"q[{j}]")

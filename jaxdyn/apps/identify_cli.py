@@ -241,6 +241,8 @@ def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, t
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+
+    from ..output import plot_columns, plot_curve
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "parameters.csv"), "w") as fh:
         fh.write("body,parameter,true,start,identified\n")
@@ -262,28 +264,10 @@ def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, t
     fig.tight_layout()
     fig.savefig(os.path.join(out, "params.png"), dpi=80)
     plt.close(fig)
-    nv = res_c.shape[1]
-    fig, axs = plt.subplots(1, nv, figsize=(3 * nv, 2.8), squeeze=False)
-    for j in range(nv):
-        axs[0, j].plot(tv, res_ls[:, j], label="least squares")
-        axs[0, j].plot(tv, res_c[:, j], "--", label="consistent")
-        axs[0, j].set_xlabel("time (s)")
-        axs[0, j].set_ylabel(f"tau{j + 1} error")
-        axs[0, j].grid(alpha=0.3)
-    axs[0, 0].legend(fontsize=7)
-    fig.suptitle(f"{name}: held-out torque prediction error")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "residuals.png"), dpi=80)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.semilogy(hist)
-    ax.set_xlabel("L-BFGS iteration")
-    ax.set_ylabel("weighted torque loss")
-    ax.set_title(f"{name}: consistent refinement")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "loss.png"), dpi=90)
-    plt.close(fig)
+    plot_columns(os.path.join(out, "residuals.png"), f"{name}: held-out torque prediction error", tv, res_ls,
+                 lambda j: f"tau{j + 1} error", label="least squares", other=res_c, other_label="consistent")
+    plot_curve(os.path.join(out, "loss.png"), f"{name}: consistent refinement", hist, "L-BFGS iteration",
+               "weighted torque loss")
     with open(os.path.join(out, "summary.txt"), "w") as fh:
         fh.write("\n".join(lines + ["files: parameters.csv, base_parameters.csv, params.png, residuals.png, "
                                     "loss.png, summary.txt"]) + "\n")

@@ -226,46 +226,23 @@ def run(args) -> int:
     lines += [f"joint limits: {x}" for x in lim_lines] or ["joint limits: respected"]
     for x in lim_lines:
         print(f"warning: {x}", file=sys.stderr)
-    _write(out, name, model, dt, Q, V, U, hist, cyc, lines)
+    _write(out, name, dt, Q, V, U, hist, cyc, lines)
     print("\n".join(lines))
     return 0
 
 
-def _write(out, name, model, dt, Q, V, U, hist, cyc, lines):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _write(out, name, dt, Q, V, U, hist, cyc, lines):
     import numpy as np
+
+    from ..output import plot_columns, plot_curve, write_trajectory_csv
     os.makedirs(out, exist_ok=True)
-    n, nv = Q.shape[1], V.shape[1]
     t = np.arange(Q.shape[0]) * dt
     Uf = np.vstack([U, U[-1:]])
-    header = ",".join(["t"] + [f"q{i + 1}" for i in range(n)] + [f"qd{i + 1}" for i in range(nv)]
-                      + [f"tau{i + 1}" for i in range(nv)])
-    np.savetxt(os.path.join(out, "trajectory.csv"), np.column_stack([t, Q, V, Uf]), delimiter=",", header=header,
-               comments="", fmt="%.10g")
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.semilogy(np.arange(len(hist)), np.maximum(hist - hist.min() + 1e-12, 1e-12) if hist.min() <= 0 else hist)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("objective (augmented Lagrangian)")
-    ax.set_title(f"{name}: cost curve")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "cost.png"), dpi=90)
-    plt.close(fig)
-    for fname, data, lab, other in (("joints.png", Q, "q", None), ("torques.png", Uf, "tau", cyc)):
-        fig, axs = plt.subplots(1, data.shape[1], figsize=(3 * data.shape[1], 2.8), squeeze=False)
-        for j in range(data.shape[1]):
-            axs[0, j].plot(t, data[:, j], label="optimized")
-            if other is not None:
-                axs[0, j].plot(t[:-1], other[:, j], "--", label="cycloidal")
-            axs[0, j].set_xlabel("time (s)")
-            axs[0, j].set_ylabel(f"{lab}{j + 1}")
-            axs[0, j].grid(alpha=0.3)
-        axs[0, 0].legend(fontsize=7)
-        fig.suptitle(f"{name}: {lab}")
-        fig.tight_layout()
-        fig.savefig(os.path.join(out, fname), dpi=80)
-        plt.close(fig)
+    write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, Q, V, Uf)
+    plot_curve(os.path.join(out, "cost.png"), f"{name}: cost curve", hist, "iteration",
+               "objective (augmented Lagrangian)")
+    plot_columns(os.path.join(out, "joints.png"), f"{name}: q", t, Q, lambda j: f"q{j + 1}", label="optimized")
+    plot_columns(os.path.join(out, "torques.png"), f"{name}: tau", t, Uf, lambda j: f"tau{j + 1}", label="optimized",
+                 other=cyc, other_label="cycloidal", other_t=t[:-1])
     with open(os.path.join(out, "summary.txt"), "w") as fh:
         fh.write("\n".join(lines + ["files: trajectory.csv, cost.png, joints.png, torques.png, summary.txt"]) + "\n")
