@@ -18,6 +18,15 @@ def output_dir(out, name):
     return out
 
 
+def start(args, load):
+    """The common start of a tool's run: float64 on, the config read by ``load(args.config)``,
+    the output folder and the robot (``robot_by_name``) -> (cfg, out, robot)."""
+    from ..io.named import robot_by_name
+    jax.config.update("jax_enable_x64", True)
+    cfg = load(args.config)
+    return cfg, output_dir(args.out, cfg["name"]), robot_by_name(cfg["robot"]["name"])
+
+
 def lbfgs_minimize(loss, x0, steps, memory_size=20):
     """``steps`` optax L-BFGS steps (zoom line search) on ``loss`` from x0 in one ``lax.scan``
     (call it under jit).  Returns (x, history (steps,) of loss values before each step)."""

@@ -31,7 +31,7 @@ import time
 
 from ..config import check_tables, read_toml
 from ..errors import ConfigError
-from .common import output_dir
+from . import common
 
 SCHEMA = {
     "robot": {"name": str},
@@ -129,20 +129,16 @@ def perturb(model, key, frac):
 def run(args) -> int:
     """``jaxdyn identify``: load the config, make or read the data, identify, write the outputs.
     Returns the exit status (0); bad input raises ConfigError (exit 2 in :func:`jaxdyn.cli.main`)."""
+    cfg, out, true = common.start(args, load)
     import jax
-    jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import numpy as np
 
     import jaxdyn
-    from ..io.named import robot_by_name
     from . import sysid as si
     from .trajopt_cli import limit_report
 
-    cfg = load(args.config)
     name = cfg["name"]
-    out = output_dir(args.out, name)
-    true = robot_by_name(cfg["robot"]["name"])
     if isinstance(true, tuple):
         raise ConfigError(f"{name}: identify needs an open-chain robot; {cfg['robot']['name']!r} is closed")
     if true.nq != true.nv:

@@ -24,7 +24,7 @@ import time
 
 from ..config import check_tables, read_toml
 from ..errors import ConfigError
-from .common import output_dir
+from . import common
 
 SCHEMA = {
     "robot": {"name": str},
@@ -97,19 +97,15 @@ def limit_report(model, Q):
 def run(args) -> int:
     """``jaxdyn trajopt``: load the config, build the problem, optimize, write the outputs.
     Returns the exit status (0); bad input raises ConfigError (exit 2 in :func:`jaxdyn.cli.main`)."""
+    cfg, out, built = common.start(args, load)
     import jax
-    jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import numpy as np
 
     import jaxdyn
-    from ..io.named import robot_by_name
     from . import trajopt as to
 
-    cfg = load(args.config)
     name = cfg["name"]
-    out = output_dir(args.out, name)
-    built = robot_by_name(cfg["robot"]["name"])
     closed, q_closed = built if isinstance(built, tuple) else (None, None)
     model = closed.model if closed is not None else built
     p, o = cfg["problem"], cfg["optimizer"]
