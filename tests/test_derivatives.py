@@ -2,6 +2,8 @@
 computeABADerivatives (tangent-space convention), against finite differences of Pinocchio's
 own rnea where its analytical derivatives are inconsistent, and against the identity
 d qdd / d q = -M^-1 d tau / d q (at qdd = ABA(q, qd, tau))."""
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -31,7 +33,7 @@ def check_against_pinocchio(m, pm, states):
         close(dq, d.ddq_dq, 1e-9, "ddq_dq"); close(dv, d.ddq_dv, 1e-9, "ddq_dv"); close(Mi, _sym(d.Minv), 1e-9, "Minv")
 
 
-@pytest.mark.parametrize("name", ["panda", "anymal_c"])
+@pytest.mark.parametrize("name", ["panda", "ur5", "anymal_c", "talos_reduced", "g1"])
 def test_urdf_robots_match_pinocchio(robot_pair, name):
     m, pm = robot_pair(name)
     check_against_pinocchio(m, pm, rng_states(m, pm, 2, seed=5))
@@ -44,6 +46,44 @@ def test_random_floating_tree_every_joint_type_matches_pinocchio():
     states = [(np.asarray(jaxdyn.random_configuration(m, jax.random.PRNGKey(s))), r.normal(size=m.nv),
                r.normal(size=m.nv), None) for s in range(2)]
     check_against_pinocchio(m, pm, states)
+
+
+def _states(m, n, seed):
+    r = np.random.default_rng(seed)
+    Q = jnp.stack([jaxdyn.random_configuration(m, jax.random.PRNGKey(seed + s)) for s in range(n)])
+    return Q, jnp.asarray(r.normal(size=(n, m.nv))), jnp.asarray(r.normal(size=(n, m.nv)))
+
+
+@pytest.mark.parametrize("floating", [True, False])
+def test_analytic_equals_autodiff_on_random_trees(floating):
+    """Carpentier-Mansard sweeps == reverse-mode autodiff through the scans (tangent at q), on
+    random trees with every joint type, several states per compiled call."""
+    kinds = ("revolute", "revolute_unbounded", "prismatic", "helical", "spherical", "planar")
+    m = jaxdyn.robots.random_tree(12, 0.5, 6, floating_base=floating, joint_types=kinds)
+    assert set(m.types) >= {1, 2, 3, 4, 5, 7}
+    Q, V, X = _states(m, 3, 3)
+    for f in (jaxdyn.rnea_derivatives, jaxdyn.aba_derivatives):
+        got = jax.vmap(f, (None, 0, 0, 0))(m, Q, V, X)
+        ref = jax.vmap(partial(f, method="autodiff"), (None, 0, 0, 0))(m, Q, V, X)
+        for g, r, what in zip(got, ref, ("d/dq", "d/dqd", "M or Minv")):
+            close(g, r, 1e-10, f"{f.__name__} {what}")
+
+
+def test_analytic_derivatives_of_stacked_models():
+    """vmap over a jaxdyn.stack of different structures (padded bodies and dofs): every member's
+    derivatives equal its own, zero-padded; padded dofs have zero rows and columns in d/dq."""
+    ms = [jaxdyn.robots.random_tree(6, 0.5, 1, floating_base=True),
+          jaxdyn.robots.random_tree(4, 0.5, 2, floating_base=False, joint_types=("revolute", "prismatic"))]
+    st = jaxdyn.stack(ms)
+    sts = [[a[0] for a in _states(m, 1, i)] for i, m in enumerate(ms)]
+    Q, V, X = (jnp.stack([jaxdyn.pad_state(m, s[j], st.nq if j == 0 else st.nv) for m, s in zip(ms, sts)])
+               for j in range(3))
+    got = jax.vmap(jaxdyn.aba_derivatives)(st, Q, V, X)
+    for i, m in enumerate(ms):
+        ref = jaxdyn.aba_derivatives(m, *sts[i])
+        for g, r in zip(got, ref):
+            close(g[i, :m.nv, :m.nv], r, 1e-10, f"robot {i}")
+        close(got[0][i, m.nv:], 0.0, 1e-14); close(got[0][i, :, m.nv:], 0.0, 1e-14)
 
 
 def test_tree_where_pinocchio_derivatives_are_inconsistent():
