@@ -2,7 +2,7 @@
 O(n) methods of the literature (Saha UDU^T, Rodriguez-Kreutz operators, Yamane-Nakamura virtual work)."""
 from .rnea import rnea, bias_forces, gravity_torques, joint_wrenches
 from .crba import crba
-from .aba import aba, aba_factor
+from .aba import aba, aba_factor, aba_unwrapped, minv_apply
 from .minv import minv
 from .registry import minv_methods
 from .batch import aba_batch, CPU_OPTIONS
@@ -26,6 +26,8 @@ __all__ = [
     "aba",
     "minv",
     "aba_factor",
+    "aba_unwrapped",
+    "minv_apply",
     "aba_batch",
     "CPU_OPTIONS",
     "forward_dynamics",
