@@ -1,0 +1,174 @@
+"""Derivative throughput: µs per state for jaxdyn's dynamics derivatives vs Pinocchio.
+
+Usage: python benchmarks/bench_grad.py [--robots panda,talos_reduced] [--batches 1,64,4096]
+         [--out benchmarks/results/grad.json]
+
+Per robot (f64, one JAX CPU device, Pinocchio in the same run on one core):
+
+* ``aba_derivatives`` / ``rnea_derivatives`` (Carpentier-Mansard sweeps; B = 1: one jitted
+  call, B > 1: ``derivatives_batch`` in chunks of 64) and the autodiff reference
+  (``method="autodiff"``, B = 64 only: it is ~50x slower), with compile times;
+* one reverse-mode gradient of a scalar of qdd (``vmap(grad)``) through ``jaxdyn.aba`` (its
+  implicit derivative rule) and through ``aba_unwrapped`` (autodiff through the passes);
+* the forward pass: ``vmap(aba)`` vs ``aba_batch`` at the largest B;
+* a ``jaxdyn.stack`` of all the robots (padded) under ``vmap(aba)`` vs the same batch of its
+  largest member alone;
+* Pinocchio: ``computeABADerivatives`` / ``computeRNEADerivatives`` / ``aba`` per call.
+
+Writes JSON and a PNG plot next to it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_core import URDFS, robots_dir  # noqa: E402
+from timing import timeit  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--robots", default="panda,anymal_c,talos_reduced,g1")
+    ap.add_argument("--batches", default="1,64,4096")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "grad.json"))
+    args = ap.parse_args()
+
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import pinocchio as pin
+    import jaxdyn
+    from jaxdyn.dynamics import aba_unwrapped
+
+    batches = [int(b) for b in args.batches.split(",")]
+    Bmax = max(batches)
+    rdir = robots_dir()
+    res = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+           "jax": jax.__version__, "pinocchio": pin.__version__, "dtype": "f64", "robots": {}}
+    models = {}
+
+    def states(m, pm, B, seed=0):
+        r = np.random.default_rng(seed)
+        lo, hi = pm.lowerPositionLimit.copy(), pm.upperPositionLimit.copy()
+        lo[~np.isfinite(lo)] = -1.0
+        hi[~np.isfinite(hi)] = 1.0
+        Q = np.stack([pin.randomConfiguration(pm, np.maximum(lo, -3), np.minimum(hi, 3)) for _ in range(B)])
+        return Q, r.normal(size=(B, m.nv)), r.normal(size=(B, m.nv))
+
+    def compiled(fn, *a):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*a))
+        return time.perf_counter() - t0
+
+    for name in args.robots.split(","):
+        path = os.path.join(rdir, URDFS[name][0])
+        fb = URDFS[name][1]
+        m = jaxdyn.load_urdf(path, floating_base=fb)
+        pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if fb else pin.buildModelFromUrdf(path)
+        models[name] = (m, pm)
+        Qn, Vn, Tn = states(m, pm, Bmax)
+        Q, V, T = jnp.asarray(Qn), jnp.asarray(Vn), jnp.asarray(Tn)
+        row = {"nv": m.nv, "nb": m.nb}
+
+        pd = pm.createData()
+        n = min(200, Bmax)
+        for key, call in (("pin_aba_derivatives_us", lambda i: pin.computeABADerivatives(pm, pd, Qn[i], Vn[i], Tn[i])),
+                          ("pin_rnea_derivatives_us", lambda i: pin.computeRNEADerivatives(pm, pd, Qn[i], Vn[i], Tn[i])),
+                          ("pin_aba_us", lambda i: pin.aba(pm, pd, Qn[i], Vn[i], Tn[i]))):
+            row[key] = timeit(lambda: [call(i) for i in range(n)]) / n * 1e6
+
+        for fn in ("aba", "rnea"):
+            single = jax.jit(jaxdyn.aba_derivatives if fn == "aba" else jaxdyn.rnea_derivatives)
+            for B in batches:
+                if B == 1:
+                    f = lambda: single(m, Q[0], V[0], T[0])
+                else:
+                    f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=64)
+                row[f"{fn}_derivatives_compile_s_B{B}"] = compiled(f)
+                row[f"{fn}_derivatives_us_B{B}"] = timeit(lambda: jax.block_until_ready(f())) / B * 1e6
+            f = lambda: jaxdyn.derivatives_batch(m, Q[:64], V[:64], T[:64], fn=fn, chunk=64, method="autodiff")
+            row[f"{fn}_derivatives_autodiff_compile_s_B64"] = compiled(f)
+            row[f"{fn}_derivatives_autodiff_us_B64"] = timeit(lambda: jax.block_until_ready(f())) / 64 * 1e6
+
+        w = jnp.asarray(np.random.default_rng(1).normal(size=m.nv))
+        for label, aba_fn in (("implicit", jaxdyn.aba), ("unwrapped", aba_unwrapped)):
+            g = jax.jit(jax.vmap(jax.grad(lambda q, v, t: aba_fn(m, q, v, t) @ w, argnums=(0, 1, 2))))
+            B = min(Bmax, 1024)
+            row[f"grad_aba_{label}_compile_s"] = compiled(g, Q[:B], V[:B], T[:B])
+            row[f"grad_aba_{label}_us_B{B}"] = timeit(lambda: jax.block_until_ready(g(Q[:B], V[:B], T[:B]))) / B * 1e6
+
+        va = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
+        row[f"vmap_aba_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
+        row[f"aba_batch_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(jaxdyn.aba_batch(m, Q, V, T))) / Bmax * 1e6
+        res["robots"][name] = row
+        print(name, json.dumps({k: round(v, 2) for k, v in row.items()}), flush=True)
+        jax.clear_caches()
+
+    if len(models) > 1:
+        ms = [m for m, _ in models.values()]
+        big = max(ms, key=lambda m: m.nv)
+        st = jaxdyn.stack(ms)
+        per = Bmax // len(ms)
+        Qs, Vs, Ts = [], [], []
+        for i, (m, pm) in enumerate(models.values()):
+            q, v, t = states(m, pm, per, seed=i)
+            Qs.append(np.stack([np.asarray(jaxdyn.pad_state(m, x, st.nq)) for x in q]))
+            Vs.append(np.pad(v, ((0, 0), (0, st.nv - m.nv))))
+            Ts.append(np.pad(t, ((0, 0), (0, st.nv - m.nv))))
+        idx = np.repeat(np.arange(len(ms)), per)
+        stb = jax.tree_util.tree_map(lambda a: a[idx], st)
+        Q, V, T = (jnp.asarray(np.concatenate(x)) for x in (Qs, Vs, Ts))
+        va = jax.jit(jax.vmap(jaxdyn.aba))
+        B = Q.shape[0]
+        t_st = timeit(lambda: jax.block_until_ready(va(stb, Q, V, T))) / B * 1e6
+        name_big = [k for k, (m, _) in models.items() if m is big][0]
+        Qb, Vb, Tb = (jnp.asarray(x) for x in states(big, models[name_big][1], B))
+        vb = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
+        t_big = timeit(lambda: jax.block_until_ready(vb(big, Qb, Vb, Tb))) / B * 1e6
+        res["stack"] = {"members": list(models), "B": B, "vmap_aba_stack_us": t_st,
+                        f"vmap_aba_{name_big}_alone_us": t_big, "ratio": t_st / t_big}
+        print("stack", res["stack"], flush=True)
+
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=1)
+    plot(res, args.out.replace(".json", ".png"), Bmax)
+
+
+def plot(res, path, Bmax):
+    """Bars per robot (log scale): Pinocchio vs jaxdyn derivative costs per state."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(res["robots"])
+    series = [("Pinocchio computeABADerivatives", "pin_aba_derivatives_us"),
+              (f"aba_derivatives (analytic, B={Bmax})", f"aba_derivatives_us_B{Bmax}"),
+              ("aba_derivatives (analytic, B=1)", "aba_derivatives_us_B1"),
+              ("aba_derivatives (autodiff, B=64)", "aba_derivatives_autodiff_us_B64"),
+              ("grad through aba (implicit rule)", [k for k in res["robots"][names[0]] if k.startswith("grad_aba_implicit_us")][0]),
+              ("grad through aba_unwrapped", [k for k in res["robots"][names[0]] if k.startswith("grad_aba_unwrapped_us")][0])]
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    wdt = 0.8 / len(series)
+    for j, (lab, key) in enumerate(series):
+        ax.bar(np.arange(len(names)) + j * wdt, [res["robots"][n][key] for n in names], wdt, label=lab)
+    ax.set_xticks(np.arange(len(names)) + 0.4 - wdt / 2)
+    ax.set_xticklabels(names)
+    ax.set_yscale("log")
+    ax.set_ylabel("µs per state (f64, one core)")
+    ax.legend(fontsize=7)
+    ax.set_title("Dynamics derivatives: jaxdyn vs Pinocchio")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
