@@ -135,3 +135,33 @@ def test_aba_batch_two_host_devices():
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr[-3000:]
+
+
+def test_vmap_of_aba_runs_the_batch_kernels(robot_pair):
+    """jax.vmap(jaxdyn.aba) over states of one model goes through aba_batch (custom_vmap rule)
+    and equals the per-state passes (aba_unwrapped), with unbatched arguments broadcast, f_ext
+    batched or shared, and gravity; world-frame f_ext and batched models keep the plain vmap.
+    The batched program contains aba_batch's materializing conds, the plain one does not."""
+    from jaxdyn.dynamics import aba_unwrapped
+    m, pm = robot_pair("anymal_c")
+    q, v, _, tau = (jnp.asarray(a) for a in _batch(rng_states(m, pm, 5, seed=3)))
+    fx = jnp.asarray(np.random.default_rng(2).normal(size=(5, m.nb, 6)))
+    g = jnp.array([0.3, 0.0, -9.0])
+    ref = jax.vmap(lambda *a, **k: aba_unwrapped(m, *a, **k))
+    close(jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(m, q, v, tau), ref(q, v, tau), 1e-10)
+    close(jax.vmap(jaxdyn.aba, (None, 0, None, 0))(m, q, v[0], tau),
+          jax.vmap(lambda a, b: aba_unwrapped(m, a, v[0], b))(q, tau), 1e-10)
+    close(jax.vmap(lambda a, b, c, f: jaxdyn.aba(m, a, b, c, f, g))(q, v, tau, fx),
+          jax.vmap(lambda a, b, c, f: aba_unwrapped(m, a, b, c, f, g))(q, v, tau, fx), 1e-10)
+    close(jax.vmap(lambda a, b, c: jaxdyn.aba(m, a, b, c, fx[0], f_ext_frame="world"))(q, v, tau),
+          jax.vmap(lambda a, b, c: aba_unwrapped(m, a, b, c, fx[0], f_ext_frame="world"))(q, v, tau), 1e-10)
+    text = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0))).lower(m, q, v, tau).as_text()
+    plain = jax.jit(jax.vmap(aba_unwrapped, (None, 0, 0, 0))).lower(m, q, v, tau).as_text()
+    assert "stablehlo.case" in text and "stablehlo.case" not in plain      # aba_batch's _materialize
+    ms = [jaxdyn.robots.puma560(), jaxdyn.robots.stanford_arm()]
+    st = jaxdyn.stack(ms)
+    Q = jnp.stack([jaxdyn.pad_state(mm, jaxdyn.neutral(mm) + 0.1, st.nq) for mm in ms])
+    V = jnp.ones((2, st.nv)) * 0.2
+    out = jax.vmap(jaxdyn.aba)(st, Q, V, V)
+    for i, mm in enumerate(ms):
+        close(out[i, :mm.nv], aba_unwrapped(mm, Q[i, :mm.nq], V[i, :mm.nv], V[i, :mm.nv]), 1e-10)

@@ -15,7 +15,7 @@ every dof is NaN.  Padded dof slots get a unit pivot and zero acceleration.
 """
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 from typing import NamedTuple
 
@@ -29,6 +29,7 @@ from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
+from .batch import aba_batch
 from .rnea import rnea_core
 from .common import (body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
                      pd_inverse, per_body, scatter_dofs)
@@ -119,6 +120,10 @@ def aba(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local")
     the same ABA factorization (no velocity, no gravity).  Both are O(n) per direction, so a
     jvp or a vjp costs about one RNEA jvp/vjp plus one ABA solve.
     :func:`aba_unwrapped` is the same function without the rule (autodiff through the scans).
+
+    ``jax.vmap(aba)`` over states of one model runs :func:`jaxdyn.aba_batch`'s batch-last
+    kernels (a ``custom_vmap`` rule); inside your own ``jit`` pass
+    ``compiler_options=jaxdyn.CPU_OPTIONS`` for its full speed on CPU.
     """
     check_state(model, q=q, qd=qd, tau=tau)
     return _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame)
@@ -140,7 +145,38 @@ def _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame):
 
 @partial(jax.custom_jvp, nondiff_argnums=(6,))
 def _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame):
-    return _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)[0]
+    return _batchable(f_ext_frame)(model, q, qd, tau, f_ext, gravity)
+
+
+@lru_cache(maxsize=None)
+def _batchable(f_ext_frame):
+    """ABA of one state whose ``vmap`` over states of one model runs :func:`jaxdyn.aba_batch`
+    (the batch-last kernels) instead of batching every 6x6 product (a ``custom_vmap`` rule).
+    Batched models (``jaxdyn.stack``), batched gravity and world-frame f_ext keep the plain
+    vmap.  Differentiation never reaches this function (the custom_jvp rule of :func:`aba`)."""
+
+    @jax.custom_batching.custom_vmap
+    def one(model, q, qd, tau, f_ext, gravity):
+        return _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)[0]
+
+    @one.def_vmap
+    def rule(axis_size, in_batched, model, q, qd, tau, f_ext, gravity):
+        leaves = jax.tree_util.tree_leaves
+        if any(leaves(in_batched[0])) or any(leaves(in_batched[5])) or \
+                (f_ext is not None and f_ext_frame != "local"):
+            axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched))
+            fn = lambda *a: _aba_passes(*a, f_ext_frame)[0]
+            return jax.vmap(fn, in_axes=axes)(model, q, qd, tau, f_ext, gravity), True
+
+        def full(x, b):
+            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+        fx = None if f_ext is None else full(f_ext, in_batched[4])
+        qdd = aba_batch(model, full(q, in_batched[1]), full(qd, in_batched[2]), full(tau, in_batched[3]),
+                        f_ext=fx, gravity=gravity)
+        return qdd, True
+
+    return one
 
 
 def _aba_implicit_jvp(f_ext_frame, primals, tangents):
