@@ -10,7 +10,9 @@ Per robot (f64, one JAX CPU device, Pinocchio in the same run on one core):
   (``method="autodiff"``, B = 64 only: it is ~50x slower), with compile times;
 * one reverse-mode gradient of a scalar of qdd (``vmap(grad)``) through ``jaxdyn.aba`` (its
   implicit derivative rule) and through ``aba_unwrapped`` (autodiff through the passes);
-* the forward pass: ``vmap(aba)`` vs ``aba_batch`` at the largest B;
+* the forward pass at the largest B: ``vmap(aba)`` (its custom_vmap rule runs the batch-last
+  kernels; with and without ``compiler_options=CPU_OPTIONS`` on the outer jit), vmap of the
+  per-state passes (``aba_unwrapped``) and ``aba_batch``;
 * a ``jaxdyn.stack`` of all the robots (padded) under ``vmap(aba)`` vs the same batch of its
   largest member alone;
 * Pinocchio: ``computeABADerivatives`` / ``computeRNEADerivatives`` / ``aba`` per call.
@@ -107,6 +109,10 @@ def main():
 
         va = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
         row[f"vmap_aba_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
+        va = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)), compiler_options=jaxdyn.CPU_OPTIONS)
+        row[f"vmap_aba_cpu_options_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
+        va = jax.jit(jax.vmap(aba_unwrapped, (None, 0, 0, 0)))
+        row[f"vmap_aba_unwrapped_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
         row[f"aba_batch_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(jaxdyn.aba_batch(m, Q, V, T))) / Bmax * 1e6
         res["robots"][name] = row
         print(name, json.dumps({k: round(v, 2) for k, v in row.items()}), flush=True)
