@@ -165,3 +165,20 @@ def test_vmap_of_aba_runs_the_batch_kernels(robot_pair):
     out = jax.vmap(jaxdyn.aba)(st, Q, V, V)
     for i, mm in enumerate(ms):
         close(out[i, :mm.nv], aba_unwrapped(mm, Q[i, :mm.nq], V[i, :mm.nv], V[i, :mm.nv]), 1e-10)
+
+
+def test_scan_layout_is_static_and_dropped_with_the_topology(robot_pair):
+    """A floating-base model carries the batch-last kernels' plan as static metadata (so a
+    traced model keeps the floating-root layout); replacing the topology or stacking drops
+    it, and a plan is never kept for a model whose root is not a lone FREE joint."""
+    from jaxdyn.model.model import floating_root_layout
+    m, _ = robot_pair("anymal_c")
+    assert m.scan_layout == floating_root_layout(m.parent, m.jtype, m.nb) == (True, 1, (jaxdyn.model.REVOLUTE,))
+    seen = []
+    jax.jit(lambda mm: seen.append(mm.scan_layout) or mm.mass)(m)
+    assert seen == [m.scan_layout]
+    assert m.replace(mass=m.mass * 2).scan_layout == m.scan_layout
+    assert m.replace(jtype=m.jtype).scan_layout is None
+    assert jaxdyn.stack([m, m]).scan_layout is None
+    assert jaxdyn.robots.puma560().scan_layout is None
+    assert jaxdyn.robots.random_tree(5, 0.5, 1, floating_base=True).scan_layout is not None

@@ -40,7 +40,7 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
 from ..errors import ArgumentError, ShapeError
-from ..model.model import Model
+from ..model.model import Model, floating_root_layout
 from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
@@ -183,18 +183,14 @@ class _Tree(NamedTuple):
 
 def _layout(model: Model):
     """Static plan: (floating root?, dof slots k and joint types of the scanned bodies).  A
-    FREE joint on body 0 that is the only root is taken out of the scan.  Needs concrete
-    topology; a traced model (e.g. differentiated w.r.t. under an outer jit) uses the general
-    layout."""
+    FREE joint on body 0 that is the only root is taken out of the scan.  From the concrete
+    topology when there is one, else (a traced model, e.g. a jit argument or inside
+    ``jaxdyn.aba``'s vmap rule) from ``model.scan_layout``, set by ``build_model``."""
     try:
-        parent, jtype = np.asarray(model.parent), np.asarray(model.jtype)
+        plan = floating_root_layout(model.parent, model.jtype, model.nb)
     except jax.errors.TracerArrayConversionError:
-        return False, model.k, model.types
-    free = model.nb > 1 and jtype[0] == J.FREE and parent[0] == -1 and np.all(parent[1:] >= 0)
-    if not free:
-        return False, model.k, model.types
-    rest = sorted({int(t) for t in jtype[1:]})
-    return True, max([J.NV[t] for t in rest] + [1]), tuple(rest)
+        plan = model.scan_layout
+    return plan if plan is not None else (False, model.k, model.types)
 
 
 def _joint_transforms(model: Model, q, bodies, types, k):

@@ -37,7 +37,7 @@ names of bodies, joints and frames.
 from __future__ import annotations
 
 import dataclasses
-from typing import Tuple
+from typing import Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +51,8 @@ DATA_FIELDS = ("parent", "jtype", "qidx", "vidx", "Xtree_E", "Xtree_r", "axis", 
                "inertia", "armature", "damping", "v_pad", "q_lower", "q_upper", "frame_body", "frame_E",
                "frame_r", "gravity")
 """Array leaves of a Model (traced under jit, batched by ``stack``)."""
-META_FIELDS = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names", "frame_names", "name")
+META_FIELDS = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names", "frame_names", "name",
+               "scan_layout")
 """Static metadata of a Model (part of the jit cache key)."""
 
 
@@ -91,8 +92,13 @@ class Model:
     joint_names: Tuple[str, ...] = ()
     frame_names: Tuple[str, ...] = ()
     name: str = "model"
+    scan_layout: Optional[Tuple] = None
 
     def replace(self, **kw) -> "Model":
+        """A copy with some fields replaced.  Replacing the topology (parent, jtype, nb, k,
+        types) drops ``scan_layout`` unless it is given too."""
+        if "scan_layout" not in kw and any(f in kw for f in ("parent", "jtype", "nb", "k", "types")):
+            kw["scan_layout"] = None
         return dataclasses.replace(self, **kw)
 
     def frame_id(self, name: str) -> int:
@@ -110,6 +116,18 @@ class Model:
     def __repr__(self):
         kinds = ",".join(J.JOINT_NAMES[t] for t in self.types)
         return f"Model({self.name!r}, nb={self.nb}, nq={self.nq}, nv={self.nv}, joints={{{kinds}}})"
+
+
+def floating_root_layout(parent, jtype, nb: int):
+    """Static plan of the batch-last kernels (:func:`jaxdyn.aba_batch`) from concrete
+    topology: ``(True, k, types)`` when body 0 is the only root and has a FREE joint (it is
+    then handled outside the scan, whose bodies need only ``k`` dof slots of joint ``types``),
+    else None.  Stored as ``Model.scan_layout`` so traced models (under an outer jit) keep it."""
+    parent, jtype = np.asarray(parent), np.asarray(jtype)
+    if not (nb > 1 and jtype[0] == J.FREE and parent[0] == -1 and np.all(parent[1:] >= 0)):
+        return None
+    rest = sorted({int(t) for t in jtype[1:]})
+    return True, max([J.NV[t] for t in rest] + [1]), tuple(rest)
 
 
 jax.tree_util.register_dataclass(Model, data_fields=list(DATA_FIELDS), meta_fields=list(META_FIELDS))
@@ -216,7 +234,8 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
         frame_body=f(np.asarray(fbody, np.int32)), frame_E=f(np.asarray(fE).reshape(-1, 3, 3)),
         frame_r=f(np.asarray(fr).reshape(-1, 3)), gravity=f(np.asarray(gravity, float)),
         nb=nb, nq=nq, nv=nv, nqj=nqj, k=k, types=tuple(sorted(set(jcodes))) or (J.FIXED,),
-        body_names=body_names, joint_names=joint_names, frame_names=tuple(fnames), name=name)
+        body_names=body_names, joint_names=joint_names, frame_names=tuple(fnames), name=name,
+        scan_layout=floating_root_layout(parent, jcodes, nb))
 
 
 def check_state(model: Model, **arrays):
