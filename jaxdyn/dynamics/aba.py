@@ -186,11 +186,10 @@ def _aba_implicit_jvp(f_ext_frame, primals, tangents):
     qdd, fac = _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)
     const = [all(isinstance(t, SymbolicZero) for t in jax.tree_util.tree_leaves(
         d, is_leaf=lambda x: isinstance(x, SymbolicZero))) for d in tangents]
-    args = [p for p, c in zip(primals, const)]
     moving = [i for i in (0, 1, 2, 4, 5) if not const[i]]
 
     def inverse_dynamics(*xs):
-        a = list(args)
+        a = list(primals)
         for i, x in zip(moving, xs):
             a[i] = x
         m, q, qd, _, f, g = a

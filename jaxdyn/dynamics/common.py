@@ -138,6 +138,17 @@ def with_zero_body(x):
     return jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])
 
 
+def dof_ancestry(model: Model, anc, body):
+    """Dof-pair masks from the body ancestry ``anc`` ((nb + 1, nb), :func:`jaxdyn.kinematics.ancestors`)
+    and each dof's body ``body`` (:func:`dof_owner`): ``(below, same)``, both (nv, nv), with
+    below[c, k] = 1 when k's body is c's body or an ancestor of it, same[c, k] = 1 when they
+    are the same body (padded dofs: 0)."""
+    nb = model.nb
+    below = jnp.concatenate([anc, jnp.zeros((nb + 1, 1), anc.dtype)], 1)[body[:, None], body[None, :]]
+    same = (body[:, None] == body[None, :]).astype(anc.dtype) * (body < nb)[:, None]
+    return below, same
+
+
 def dof_blocks(model: Model, blocks):
     """Per-joint (nb, k, k) blocks -> block-diagonal (nv, nv) matrix (padded dofs get 1).
     A gather through :func:`dof_owner` (no scatter)."""

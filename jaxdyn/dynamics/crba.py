@@ -18,7 +18,7 @@ from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, root_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep
-from .common import body_inertias, dof_mask, dof_owner, with_zero_body
+from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, with_zero_body
 
 
 def _crba_step(IC, x):
@@ -46,12 +46,9 @@ def crba(model: Model, q):
     F0 = jax.vmap(lambda I, Si: jax.vmap(lambda c: sp.inertia.apply(I, c), 1, 1)(Si))(IC0, S0)
     # per dof: its column of F0 and S0 and its body (a gather through the inverse of vidx;
     # dofs that no body owns -- stack() padding -- read a zero column and the world's row)
-    nb = model.nb
     body, col = dof_owner(model)
     Fd, Sd = (with_zero_body(X)[body, :, col] for X in (F0, S0))          # (nv, 6)
-    anc = ancestors(model)                                               # anc[i, j]: j is i or its ancestor
-    anc = jnp.concatenate([anc, jnp.zeros((nb + 1, 1), anc.dtype)], 1)[body[:, None], body[None, :]]
-    same = (body[:, None] == body[None, :]).astype(anc.dtype) * (body < nb)[:, None]
+    anc, same = dof_ancestry(model, ancestors(model), body)              # anc[a, b]: b's body is a's or above
     Bd = Fd @ Sd.T                                                       # F0_a^T S0_b for dofs a, b
     low = Bd * (anc - same)
     M = low + low.T + Bd * same

@@ -50,9 +50,9 @@ from ..kinematics import ancestors, body_velocities, motion_subspaces_world, roo
 from ..model.configuration import integrate
 from ..model.model import Model, check_state
 from ..tree import parent_slots
-from .aba import aba
-from .common import body_inertias, dof_mask, dof_owner, gravity_acceleration, with_zero_body
-from .minv import minv
+from .aba import aba, aba_factor, aba_solve, velocity_terms
+from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, gravity_acceleration, with_zero_body
+from .minv import minv, minv_from_factor
 from .crba import crba
 from .rnea import rnea
 
@@ -84,8 +84,9 @@ def _mh(h):
     return -jnp.block([[n, f], [f, jnp.zeros_like(f)]])
 
 
-def _body_terms(model: Model, q, qd, qdd, gravity=None):
+def _body_terms(model: Model, q, qd, qdd, anc, gravity=None):
     """Per-body terms of the analytical derivatives, in each tree's root frame at q.
+    ``anc``: :func:`jaxdyn.kinematics.ancestors` of the model.
 
     Returns J (nb, 6, k) (padded slots 0), u, dAq, dAv (nb, 6, k), and the subtree sums
     IC (nb, 6, 6), BC (nb, 6, 6), F (nb, 6).
@@ -109,9 +110,10 @@ def _body_terms(model: Model, q, qd, qdd, gravity=None):
     dAq = crm(ap) @ J + Cp @ u
     dAv = Cv @ J + u
     h = jnp.einsum("bij,bj->bi", I, ov)
-    f = jnp.einsum("bij,bj->bi", I, oa) + jnp.einsum("bij,bj->bi", -jnp.swapaxes(Cv, 1, 2), h)
-    B = -jnp.swapaxes(Cv, 1, 2) @ I - I @ Cv + jax.vmap(_mh)(h)
-    sub = ancestors(model)[:-1]                                        # sub[j, i]: i is j or above j
+    Fv = -jnp.swapaxes(Cv, 1, 2)                                       # v x* (force cross product)
+    f = jnp.einsum("bij,bj->bi", I, oa) + jnp.einsum("bij,bj->bi", Fv, h)
+    B = Fv @ I - I @ Cv + jax.vmap(_mh)(h)
+    sub = anc[:-1]                                                     # sub[j, i]: i is j or above j
     IC, BC = (jnp.einsum("ji,jab->iab", sub, x) for x in (I, B))
     F = jnp.einsum("ji,ja->ia", sub, f)
     return J, u, dAq, dAv, IC, BC, F
@@ -119,15 +121,13 @@ def _body_terms(model: Model, q, qd, qdd, gravity=None):
 
 def _analytic_rnea_derivatives(model: Model, q, qd, qdd, gravity=None):
     """(dtau_dq, dtau_dqd, M) by Carpentier & Mansard's sweeps (module docstring)."""
-    J, u, dAq, dAv, IC, BC, F = _body_terms(model, q, qd, qdd, gravity)
-    nb = model.nb
+    ancb = ancestors(model)
+    J, u, dAq, dAv, IC, BC, F = _body_terms(model, q, qd, qdd, ancb, gravity)
     body, col = dof_owner(model)
     Jd, ud, dAqd, dAvd = (with_zero_body(x)[body, :, col] for x in (J, u, dAq, dAv))   # (nv, 6)
     ICd, BCd = with_zero_body(IC)[body], with_zero_body(BC)[body]                  # (nv, 6, 6)
     Fd = with_zero_body(F)[body]                                                    # (nv, 6)
-    anc = ancestors(model)
-    anc = jnp.concatenate([anc, jnp.zeros((nb + 1, 1), anc.dtype)], 1)[body[:, None], body[None, :]]
-    same = (body[:, None] == body[None, :]).astype(anc.dtype) * (body < nb)[:, None]
+    anc, same = dof_ancestry(model, ancb, body)                        # anc[c, k]: k's body is c's or above
     above = anc.T - same                                               # above[c, k]: c's body strictly above k's
     mv = partial(jnp.einsum, "nij,nj->ni")
     W = mv(ICd, Jd)                                                    # IC_c J_c
@@ -170,12 +170,15 @@ def aba_derivatives(model: Model, q, qd, tau, method="analytic"):
     """
     check_state(model, q=q, qd=qd, tau=tau)
     _check_method(method)
-    Mi = minv(model, q)
     if method == "analytic":
-        dq, dv, _ = _analytic_rnea_derivatives(model, q, qd, aba(model, q, qd, tau))
+        fac = aba_factor(model, q)                                     # one factorization for qdd and M^-1
+        c, pA = velocity_terms(model, fac.Xup, fac.S, qd)
+        qdd = aba_solve(model, fac, c, pA, tau, gravity_acceleration(model))
+        Mi = minv_from_factor(model, fac)
+        dq, dv, _ = _analytic_rnea_derivatives(model, q, qd, qdd)
         return -Mi @ dq, -Mi @ dv, Mi
     dq, dv = _state_jacobians(lambda qq, vv: aba(model, qq, vv, tau), model, q, qd)
-    return dq, dv, Mi
+    return dq, dv, minv(model, q)
 
 
 @partial(jax.jit, static_argnames=("fn", "chunk", "method"))

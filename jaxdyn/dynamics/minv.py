@@ -10,14 +10,19 @@ import jax.numpy as jnp
 
 from ..errors import ArgumentError
 from ..model.model import Model, check_state
-from .aba import aba_factor, aba_solve
+from .aba import ABAFactor, aba_factor, aba_solve
 from .crba import crba
 from .registry import MINV_METHODS, minv_methods, register_minv
 
 
 @register_minv("aba")
 def _minv_aba(model: Model, q):
-    fac = aba_factor(model, q)
+    return minv_from_factor(model, aba_factor(model, q))
+
+
+def minv_from_factor(model: Model, fac: ABAFactor):
+    """M^-1 (nv, nv), symmetrized, from an ABA factorization (:func:`jaxdyn.dynamics.aba.aba_factor`):
+    the tau-linear passes on every unit vector, O(n nv)."""
     dt = fac.Xup.r.dtype
     z = jnp.zeros((model.nb, 6), dt)
     cols = jax.vmap(lambda e: aba_solve(model, fac, z, z, e, jnp.zeros(6, dt)))(jnp.eye(model.nv, dtype=dt))
