@@ -23,7 +23,8 @@ from .dynamics import (rnea, bias_forces, gravity_torques, crba, aba, aba_batch,
                        aba_derivatives, derivatives_batch)
 
 from .constraints import (Constraint, ClosedModel, close_loops, constrained_forward_dynamics,
-                          constraint_jacobian, constraint_residual, project_constraints, GraspSystem, grasp_system)
+                          constraint_jacobian, constraint_residual, project_constraints, GraspSystem, grasp_system,
+                          LeggedSystem, legged_system)
 from . import apps
 from .apps import (inertial_parameters, with_inertial_parameters, regressor, base_parameters,
                    identify_least_squares, identify_consistent, fourier_excitation, trajopt)
@@ -35,6 +36,8 @@ __version__ = "0.1.0"
 __all__ = [
     "GraspSystem",
     "grasp_system",
+    "LeggedSystem",
+    "legged_system",
     "apps",
     "inertial_parameters",
     "with_inertial_parameters",

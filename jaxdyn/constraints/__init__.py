@@ -1,5 +1,6 @@
 """Closed chains: loop-closure constraints and constrained forward dynamics."""
-from .grasp import GraspSystem, grasp_system, grasp_residual
+from .grasp import GraspSystem, grasp_system, grasp_residual, CONTACTS
+from .legged import LeggedSystem, legged_system
 from .model import Constraint, ClosedModel, close_loops, KINDS
 from .dynamics import (constrained_forward_dynamics, constraint_jacobian, constraint_residual, constraint_bias,
                        project_constraints, ConstrainedResult)
@@ -8,6 +9,9 @@ __all__ = [
     "GraspSystem",
     "grasp_system",
     "grasp_residual",
+    "CONTACTS",
+    "LeggedSystem",
+    "legged_system",
     "Constraint",
     "ClosedModel",
     "close_loops",

@@ -48,6 +48,7 @@ from ..model.configuration import integrate
 from ..model.model import check_state
 from ..spatial.rotations import log3
 from .grasp import GraspSystem, lilly_orin, rccfd
+from .legged import LeggedSystem, legged_forward_dynamics
 from .model import ClosedModel
 from .solve import PROX_ITERS, diagnostics, prox_solve
 
@@ -138,10 +139,23 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
 
     Args: cm a :class:`ClosedModel` (``method`` "schur" | "kkt") or a
     :class:`~jaxdyn.constraints.grasp.GraspSystem` (``method="rccfd"``, Rodriguez and Kreutz's
-    RCCFD 1, or ``"lilly_orin"``, Lilly and Orin's Type 0); q (nq,), qd (nv,), tau (nv,) (joint damping of the model applies, as in
+    RCCFD 1 with the non-rigid grasps of their Appendix B, or ``"lilly_orin"``, Lilly and
+    Orin's Type 0) or a :class:`~jaxdyn.constraints.legged.LeggedSystem` (``"lilly_orin"``,
+    Lilly and Orin's Type 1, or ``"rccfd"``, in the tree's coordinates; "schur" / "kkt" solve
+    its closed form); q (nq,), qd (nv,), tau (nv,) (joint damping of the model applies, as in
     :func:`jaxdyn.forward_dynamics`); ``stabilization`` None or (alpha, beta) Baumgarte gains.
     Returns: :class:`ConstrainedResult` (qdd, lam, residual, rank, cond).
     """
+    if isinstance(cm, LeggedSystem):
+        if method in ("schur", "kkt"):
+            return constrained_forward_dynamics(cm.closed, q, qd, tau, method=method, stabilization=stabilization)
+        if method not in ("rccfd", "lilly_orin"):
+            raise ArgumentError(f"unknown constrained method {method!r} for a LeggedSystem; use 'lilly_orin' "
+                                "(Lilly and Orin's Type 1), 'rccfd', or 'schur' / 'kkt' (its closed form)")
+        check_state(cm.model, q=q, qd=qd, tau=tau)
+        qdd, lam, residual, A = legged_forward_dynamics(cm, q, qd, tau, method, stabilization)
+        rank, cond = diagnostics(A)
+        return ConstrainedResult(qdd, lam, residual, rank, cond)
     if isinstance(cm, GraspSystem):
         if method not in ("rccfd", "lilly_orin"):
             raise ArgumentError(f"a GraspSystem is solved by method='rccfd' or 'lilly_orin', got {method!r} (for "

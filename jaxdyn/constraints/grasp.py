@@ -21,6 +21,30 @@ A M(C)^-1 A^T and its free acceleration.  Then
 Rows and forces are world-aligned [linear; angular] at each tip (the weld convention of
 :func:`jaxdyn.constrained_forward_dynamics`), so ``lam`` equals that function's on the
 equivalent ClosedModel; f(0) of the paper is the force on the arms' tips, -lam.
+
+Non-rigid grasps (Rodriguez and Kreutz, Appendices A-B; Lilly and Orin's general joint).  Each
+grasp has a contact ``kind`` (:data:`CONTACTS`): ``"weld"`` (rigid), ``"revolute"`` (1-DOF
+rotation about the grasp frame's z axis: a hinge or a line contact), ``"soft_finger"`` (2-DOF:
+rotations about the grasp frame's x and y axes, z the contact normal) or ``"spherical"``
+(3-DOF: a ball or a point contact with friction).  The contact point never slips.  In the
+grasp frame (object side) the free modes are phi (6, n_g) (the paper's H^T) and the
+constrained modes phi^c (6, 6 - n_g), both [linear; angular] and rotating with the object.
+With Delta omega = omega_tip - omega_object the equations are
+
+    phi^c^T (a_tip - a_grasp) = phi^c^T (b + t),   b = [0; omega_object x Delta omega]
+    phi^T lam = h                                  (b.1c: no force along a free mode)
+
+where a_tip - a_grasp is the relative (classical, world-aligned) acceleration, b is the term
+of the rotating constraint axes (b.1f's H-dot^T W; zero for a weld, whose rows are in world
+axes), t the Baumgarte target projected on phi^c, and h the known force along the free modes
+(zero for a passive contact; the hip torque in Lilly and Orin's Type 1, :mod:`.legged`).
+RCCFD solves it as (b.9d), lam = phi h + Pi (r - Omega phi h), with (b.7)'s projector
+Pi = Omega^-1 - Omega^-1 H^T (H Omega^-1 H^T)^-1 H Omega^-1 taken in its equivalent
+constrained-space form phi^c (phi^c^T Omega phi^c)^-1 phi^c^T (also defined when Omega is
+singular but its constrained block is not); Lilly-Orin as Table 1 with
+M_k = (phi^c^T Lambda_k^-1 phi^c)^-1.
+Contact kinds of different n_g are padded to 3 free / 6 constrained columns (zero columns,
+unit diagonal in the small solves), so the arms stay vmapped.
 """
 from __future__ import annotations
 
@@ -32,6 +56,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..dynamics.aba import aba
+from ..dynamics.common import pd_inverse
+from ..dynamics.crba import crba
 from ..dynamics.forward import forward_dynamics
 from ..dynamics.minv import minv
 from ..dynamics.opspace import opspace_inverse_inertia
@@ -40,6 +66,26 @@ from ..kinematics import frame_classical_acceleration, frame_jacobian, frame_pos
 from ..model import joints as J
 from ..spatial.rotations import log3
 from .solve import prox_solve
+
+CONTACTS = {"weld": (), "revolute": (5,), "soft_finger": (3, 4), "spherical": (3, 4, 5)}
+"""Grasp contact kinds: the free modes as column indices of the 6 x 6 identity in the grasp
+frame, [linear; angular] (3, 4, 5 = rotation about x, y, z)."""
+
+
+def contact_spaces(kinds):
+    """Padded free and constrained modes of grasp contacts (grasp-frame axes, [linear; angular]):
+    phi (ell, 6, 3), phi^c (ell, 6, 6) (zero columns pad), and the pad masks (ell, 3), (ell, 6)
+    (1 for a real column)."""
+    eye = np.eye(6)
+    phi, phic, mf, mc = [], [], [], []
+    for k in kinds:
+        free = list(CONTACTS[k])
+        cons = [j for j in range(6) if j not in free]
+        phi.append(np.concatenate([eye[:, free], np.zeros((6, 3 - len(free)))], 1))
+        phic.append(np.concatenate([eye[:, cons], np.zeros((6, 6 - len(cons)))], 1))
+        mf.append([1.0] * len(free) + [0.0] * (3 - len(free)))
+        mc.append([1.0] * len(cons) + [0.0] * (6 - len(cons)))
+    return tuple(np.asarray(x) for x in (phi, phic, mf, mc))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +96,12 @@ class GraspSystem:
     tip: int                    # tip frame index in the arm model
     grasp_frames: Tuple[int, ...]   # frame index of each grasp in the object model
     n_arms: int
+    contacts: Tuple[str, ...] = ()  # contact kind per grasp (CONTACTS); () means all "weld"
+
+    @property
+    def kinds(self) -> Tuple[str, ...]:
+        """Contact kind of each grasp."""
+        return self.contacts or ("weld",) * self.n_arms
 
     @property
     def nq(self):
@@ -65,13 +117,14 @@ class GraspSystem:
 
 
 jax.tree_util.register_dataclass(GraspSystem, data_fields=["obj", "arms"],
-                                 meta_fields=["tip", "grasp_frames", "n_arms"])
+                                 meta_fields=["tip", "grasp_frames", "n_arms", "contacts"])
 
 
-def grasp_system(obj, arms, tip, grasps) -> GraspSystem:
+def grasp_system(obj, arms, tip, grasps, contacts="weld") -> GraspSystem:
     """Build a :class:`GraspSystem` from an object Model (root joint free flyer), a list of arm
-    Models of one structure (base placement in the root Xtree), the arms' tip frame name and
-    the object's grasp frame names (one per arm).  Raises ModelError naming what does not fit."""
+    Models of one structure (base placement in the root Xtree), the arms' tip frame name, the
+    object's grasp frame names (one per arm) and the contact kind (one for all, or one per
+    grasp; see :data:`CONTACTS`).  Raises ModelError naming what does not fit."""
     from ..model.stack import stack
     arms = list(arms)
     if not arms:
@@ -93,8 +146,16 @@ def grasp_system(obj, arms, tip, grasps) -> GraspSystem:
     for g in grasps:
         if g not in obj.frame_names:
             raise ModelError(f"grasp_system: object {obj.name!r} has no frame {g!r}")
+    kinds = (contacts,) * len(arms) if isinstance(contacts, str) else tuple(contacts)
+    if len(kinds) != len(arms):
+        raise ModelError(f"grasp_system: {len(arms)} arms but {len(kinds)} contact kinds")
+    for i, k in enumerate(kinds):
+        if k not in CONTACTS:
+            raise ModelError(f"grasp_system: grasp {i} ({grasps[i]!r}): unknown contact kind {k!r}; kinds are "
+                             f"{sorted(CONTACTS)}")
+    kinds = () if all(k == "weld" for k in kinds) else kinds
     return GraspSystem(obj, stack(arms), a0.frame_names.index(tip), tuple(obj.frame_names.index(g) for g in grasps),
-                       len(arms))
+                       len(arms), kinds)
 
 
 def _split(gs, x, nobj, nper):
@@ -102,11 +163,17 @@ def _split(gs, x, nobj, nper):
 
 
 def grasp_residual(gs: GraspSystem, q):
-    """Weld residuals (6 ell,): [p_tip - p_grasp; log3(R_tip R_grasp^T)] per arm (world axes)."""
+    """Grasp residuals (6 ell,), world axes, per arm: [p_tip - p_grasp; angular] with angular
+    log3(R_tip R_grasp^T) (weld), z_grasp x z_tip (revolute: zero when the hinge axes align) or
+    0 (soft finger, spherical: no position-level angular constraint; a soft finger's is not
+    integrable)."""
     qo, qa = _split(gs, q, gs.obj.nq, gs.arms.nq)
     Rt, pt = jax.vmap(lambda arm, q: frame_pose(arm, q, gs.tip))(gs.arms, qa)
     Rg, pg = jax.vmap(lambda f: frame_pose(gs.obj, qo, f))(jnp.asarray(gs.grasp_frames))
-    return jnp.concatenate([pt - pg, jax.vmap(lambda a, b: log3(a @ b.T))(Rt, Rg)], 1).reshape(-1)
+    weld = jnp.asarray([k == "weld" for k in gs.kinds], q.dtype)[:, None]
+    rev = jnp.asarray([k == "revolute" for k in gs.kinds], q.dtype)[:, None]
+    ang = weld * jax.vmap(lambda a, b: log3(a @ b.T))(Rt, Rg) + rev * jnp.cross(Rg[:, :, 2], Rt[:, :, 2])
+    return jnp.concatenate([pt - pg, ang], 1).reshape(-1)
 
 
 class _Terms(NamedTuple):
@@ -119,7 +186,10 @@ class _Terms(NamedTuple):
     G: jax.Array          # (ell, 6, 6) grasp-point Jacobians of the object
     obj_bias: jax.Array   # (ell, 6) grasp-point J-dot q-dot of the object
     Mo_inv: jax.Array     # (6, 6)
-    target: jax.Array     # (ell, 6) K qdd + k = target (Baumgarte; 0 without)
+    target: jax.Array     # (ell, 6) Baumgarte target, world axes (0 without)
+    vel: jax.Array        # (ell, 6) relative velocity tip - grasp point, world-aligned
+    Rg: jax.Array         # (ell, 3, 3) grasp frame rotations
+    w_obj: jax.Array      # (3,) object angular velocity, world axes
 
 
 def _terms(gs, q, qd, tau, stabilization):
@@ -142,61 +212,133 @@ def _terms(gs, q, qd, tau, stabilization):
     frames = jnp.asarray(gs.grasp_frames)
     G = jax.vmap(lambda f: frame_jacobian(gs.obj, qo, f, lwa))(frames)
     obj_bias = jax.vmap(lambda f: frame_classical_acceleration(gs.obj, qo, vo, jnp.zeros_like(vo), f, lwa))(frames)
+    Rg = jax.vmap(lambda f: frame_pose(gs.obj, qo, f)[0])(frames)
+    vel = tip_vel - jnp.einsum("lij,j->li", G, vo)
     target = jnp.zeros((gs.n_arms, 6), q.dtype)
     if stabilization is not None:
         a_, b_ = stabilization
-        vel = tip_vel - jnp.einsum("lij,j->li", G, vo)
         target = -2.0 * a_ * vel - b_ ** 2 * grasp_residual(gs, q).reshape(gs.n_arms, 6)
-    return _Terms(theta_f, Jt, jdqd, Lam_inv, alpha_f, obj_f, G, obj_bias, minv(gs.obj, qo), target)
+    w_obj = (G[0] @ vo)[3:]
+    return _Terms(theta_f, Jt, jdqd, Lam_inv, alpha_f, obj_f, G, obj_bias, minv(gs.obj, qo), target, vel, Rg, w_obj)
 
 
-def _finish(gs, q, T, lam_l, qdd_o):
-    """Joint accelerations of the arms from their tip forces (4.9e, 6.11g, Lilly-Orin 48) and the
-    constraint residual K qdd + k - target."""
+class _Contact(NamedTuple):
+    phi: jax.Array        # (ell, 6, 3) free modes, world-aligned (zero columns pad)
+    phic: jax.Array       # (ell, 6, 6) constrained modes, world-aligned (zero columns pad)
+    pad_f: jax.Array      # (ell, 3) 1 on padded free columns
+    pad_c: jax.Array      # (ell, 6) 1 on padded constrained columns
+    c: jax.Array          # (ell, 6) b + projected target: phi^c^T (a_tip - a_grasp) = phi^c^T c
+
+
+def _contact(gs, T):
+    """World-aligned contact spaces and the right side b + t of the constrained rows."""
+    phi, phic, mf, mc = contact_spaces(gs.kinds)
+    dt = T.Rg.dtype
+    rot = lambda P: jnp.concatenate([jnp.einsum("lij,ljk->lik", T.Rg, P[:, :3]),
+                                     jnp.einsum("lij,ljk->lik", T.Rg, P[:, 3:])], 1)
+    phi_w, phic_w = rot(jnp.asarray(phi, dt)), rot(jnp.asarray(phic, dt))
+    nonrigid = jnp.asarray([k != "weld" for k in gs.kinds], dt)[:, None]
+    b = nonrigid * jnp.concatenate([jnp.zeros_like(T.vel[:, :3]),
+                                    jnp.cross(jnp.broadcast_to(T.w_obj, T.vel[:, 3:].shape), T.vel[:, 3:])], 1)
+    t = jnp.einsum("lij,lkj,lk->li", phic_w, phic_w, T.target)
+    return _Contact(phi_w, phic_w, jnp.asarray(1.0 - mf, dt), jnp.asarray(1.0 - mc, dt), b + t)
+
+
+class GraspSolution(NamedTuple):
+    """Solution of a grasp system (internal to the grasp solvers and :mod:`.legged`)."""
+    qdd: jax.Array        # (nv,) object then arms
+    lam: jax.Array        # (ell, 6) force on each tip from the object, world-aligned at the tip
+    residual: jax.Array   # (6 ell,) phi^c phi^c^T (a_tip - a_grasp - c): 0 when the contacts hold
+    rel_acc: jax.Array    # (ell, 6) a_tip - a_grasp (classical, world-aligned)
+    vel: jax.Array        # (ell, 6) relative velocity tip - grasp point
+    phi: jax.Array        # (ell, 6, 3) free modes, world-aligned
+    w_obj: jax.Array      # (3,) object angular velocity
+    system: jax.Array     # the solved matrix: Omega (rccfd) or the object's effective inertia (lilly_orin)
+
+
+def _finish(gs, q, T, C, lam_l, qdd_o):
+    """Joint accelerations of the arms from their tip forces (4.9e, 6.11g, Lilly-Orin 48), the
+    relative accelerations and the constraint residual."""
     qa = _split(gs, q, gs.obj.nq, gs.arms.nq)[1]
     g0 = jnp.zeros(3, q.dtype)
     dtheta = jax.vmap(lambda arm, q, Jt, f: aba(arm, q, jnp.zeros(arm.nv, q.dtype), Jt.T @ f, gravity=g0))(
         gs.arms, qa, T.Jt, lam_l)
     qdd_a = T.theta_f + dtheta
-    Kqdd_k = jnp.einsum("lij,lj->li", T.Jt, qdd_a) + T.jdqd - jnp.einsum("lij,j->li", T.G, qdd_o) - T.obj_bias
-    return jnp.concatenate([qdd_o, qdd_a.reshape(-1)]), (Kqdd_k - T.target).reshape(-1)
+    rel = jnp.einsum("lij,lj->li", T.Jt, qdd_a) + T.jdqd - jnp.einsum("lij,j->li", T.G, qdd_o) - T.obj_bias
+    residual = jnp.einsum("lij,lkj,lk->li", C.phic, C.phic, rel - C.c)
+    return jnp.concatenate([qdd_o, qdd_a.reshape(-1)]), rel, residual.reshape(-1)
+
+
+def rccfd_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None) -> GraspSolution:
+    """RCCFD 1 (6.11) with the non-rigid grasps of Appendix B: Omega lam = r + H^T alpha,
+    H lam = h (``free_force`` (ell, 3), zero for passive contacts), solved as (b.9d)."""
+    T = _terms(gs, q, qd, tau, stabilization)
+    C = _contact(gs, T)
+    ell = gs.n_arms
+    Gs = T.G.reshape(-1, gs.obj.nv)
+    Omega = jax.scipy.linalg.block_diag(*[T.Lam_inv[i] for i in range(ell)]) + Gs @ T.Mo_inv @ Gs.T   # (6.11e)
+    alpha_obj = jnp.einsum("lij,j->li", T.G, T.obj_f) + T.obj_bias
+    r = (C.c - (T.alpha_f - alpha_obj)).reshape(-1)
+    if any(k != "weld" for k in gs.kinds) or free_force is not None:
+        # (b.7)'s Pi = Omega^-1 - Omega^-1 H^T (H Omega^-1 H^T)^-1 H Omega^-1 in its constrained-space
+        # form phi^c (phi^c^T Omega phi^c)^-1 phi^c^T: equal when Omega is invertible, and defined
+        # whenever the constrained block is (e.g. 5-DOF legs, whose J M^-1 J^T is singular).
+        Phi = jax.scipy.linalg.block_diag(*[C.phi[i] for i in range(ell)])             # (6 ell, 3 ell): H^T
+        Phic = jax.scipy.linalg.block_diag(*[C.phic[i] for i in range(ell)])           # (6 ell, 6 ell)
+        fh = Phi @ (jnp.zeros(3 * ell, r.dtype) if free_force is None else free_force.reshape(-1))
+        rhs = Phic.T @ (r - Omega @ fh)
+        Omega = Phic.T @ Omega @ Phic                                                  # the constrained block
+        A = Omega + jnp.diag(C.pad_c.reshape(-1))
+        eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
+        lam = fh + Phic @ prox_solve(A, rhs, eps)                                      # (b.9d)
+    else:
+        eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(Omega)), jnp.finfo(Omega.dtype).tiny)
+        lam = prox_solve(Omega, r, eps)                                               # (6.11f)
+    qdd_o = T.obj_f - T.Mo_inv @ (Gs.T @ lam)
+    lam_l = lam.reshape(ell, 6)
+    qdd, rel, residual = _finish(gs, q, T, C, lam_l, qdd_o)                           # (6.11g-j)
+    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega)
+
+
+def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None) -> GraspSolution:
+    """Lilly and Orin's simple closed-chain algorithm (Table 1), chains holding a reference
+    member through general joints (phi, phi^c): with M_k = (phi^c^T Lambda_k^-1 phi^c)^-1,
+
+        S_k = phi^c^T (c_k + b_k,grasp - alpha_f,k - Lambda_k^-1 phi h_k)
+        P_k = phi h_k + phi^c M_k S_k,   R_k = phi^c M_k phi^c^T        (tip force lam_k = P_k + R_k G_k a_o)
+        (M_o + sum_k G_k^T R_k G_k) a_o = tau_o - h_o - sum_k G_k^T P_k   (45)-(46)
+
+    then the tip forces (47) and joint accelerations (48).  ``free_force`` h (ell, 3): the known
+    force along the free modes (zero for passive contacts)."""
+    T = _terms(gs, q, qd, tau, stabilization)
+    C = _contact(gs, T)
+    qo, to = q[:gs.obj.nq], tau[:gs.obj.nv]
+    A = jnp.einsum("lji,ljk,lkm->lim", C.phic, T.Lam_inv, C.phic) + jax.vmap(jnp.diag)(C.pad_c)
+    Mk = pd_inverse(A)                                                        # (ell, 6, 6)
+    h = jnp.zeros((gs.n_arms, 3), q.dtype) if free_force is None else free_force
+    fh = jnp.einsum("lij,lj->li", C.phi, h)                                   # phi h
+    S = jnp.einsum("lji,lj->li", C.phic, C.c + T.obj_bias - T.alpha_f - jnp.einsum("lij,lj->li", T.Lam_inv, fh))
+    P = fh + jnp.einsum("lij,ljk,lk->li", C.phic, Mk, S)
+    R = jnp.einsum("lij,ljk,lmk->lim", C.phic, Mk, C.phic)
+    Mo = crba(gs.obj, qo)
+    h_o = Mo @ (-T.obj_f) + to                                                # h_o - tau_o = -Mo a_free
+    M_eff = Mo + jnp.einsum("lji,ljk,lkm->im", T.G, R, T.G)                   # (45)
+    rhs = to - h_o - jnp.einsum("lji,lj->i", T.G, P)
+    qdd_o = jnp.linalg.solve(M_eff, rhs)                                      # (46)
+    lam_l = P + jnp.einsum("lij,ljk,k->li", R, T.G, qdd_o)                     # (47)
+    qdd, rel, residual = _finish(gs, q, T, C, lam_l, qdd_o)                   # (48)
+    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, M_eff)
 
 
 def rccfd(gs: GraspSystem, q, qd, tau, stabilization=None):
-    """RCCFD 1 (6.11): Omega f = rhs for the tip forces (6 ell system), then the corrections.
-    Returns (qdd (nv,), lam (6 ell,), residual (6 ell,), Omega (6 ell, 6 ell))."""
-    T = _terms(gs, q, qd, tau, stabilization)
-    Gs = T.G.reshape(-1, gs.obj.nv)
-    Omega = jax.scipy.linalg.block_diag(*[T.Lam_inv[i] for i in range(gs.n_arms)]) + Gs @ T.Mo_inv @ Gs.T   # (6.11e)
-    alpha_obj = jnp.einsum("lij,j->li", T.G, T.obj_f) + T.obj_bias
-    rhs = (T.target - (T.alpha_f - alpha_obj)).reshape(-1)
-    eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(Omega)), jnp.finfo(Omega.dtype).tiny)
-    lam = prox_solve(Omega, rhs, eps)                                         # (6.11f)
-    qdd_o = T.obj_f - T.Mo_inv @ (Gs.T @ lam)
-    qdd, residual = _finish(gs, q, T, lam.reshape(gs.n_arms, 6), qdd_o)       # (6.11g-j)
-    return qdd, lam, residual, Omega
+    """RCCFD 1 (6.11), non-rigid grasps by (b.9).  Returns (qdd (nv,), lam (6 ell,),
+    residual (6 ell,), Omega (6 ell, 6 ell))."""
+    s = rccfd_solve(gs, q, qd, tau, stabilization)
+    return s.qdd, s.lam.reshape(-1), s.residual, s.system
 
 
 def lilly_orin(gs: GraspSystem, q, qd, tau, stabilization=None):
-    """Lilly and Orin's simple closed-chain algorithm, Type 0 (chains holding a reference
-    member): with Lambda_k = (J_k M_k^-1 J_k^T)^-1 per chain (nonsingular: 6 joint dofs away
-    from kinematic singularities), one 6 x 6 solve for the reference member's acceleration,
-
-        (M_o + sum_k G_k^T Lambda_k G_k) a_o = tau_o - h_o - sum_k G_k^T Lambda_k (b_k + t_k - alpha_f,k)
-
-    (45)-(46), tip forces lam_k = Lambda_k (G_k a_o + b_k + t_k - alpha_f,k) (47) and joint
-    accelerations (48).  Returns (qdd, lam, residual, the 6 x 6 effective inertia)."""
-    from ..dynamics.common import pd_inverse
-    from ..dynamics.crba import crba
-    T = _terms(gs, q, qd, tau, stabilization)
-    qo, to = q[:gs.obj.nq], tau[:gs.obj.nv]
-    Lam = pd_inverse(T.Lam_inv)                                               # (ell, 6, 6)
-    Mo = crba(gs.obj, qo)
-    h_o = Mo @ (-T.obj_f) + to                                                # h_o - tau_o = -Mo a_free
-    c = T.obj_bias + T.target - T.alpha_f                                     # (ell, 6)
-    M_eff = Mo + jnp.einsum("lji,ljk,lkm->im", T.G, Lam, T.G)                 # (45)
-    rhs = to - h_o - jnp.einsum("lji,ljk,lk->i", T.G, Lam, c)
-    qdd_o = jnp.linalg.solve(M_eff, rhs)                                      # (46)
-    lam_l = jnp.einsum("ljk,lk->lj", Lam, jnp.einsum("lij,j->li", T.G, qdd_o) + c)   # (47)
-    qdd, residual = _finish(gs, q, T, lam_l, qdd_o)                           # (48)
-    return qdd, lam_l.reshape(-1), residual, M_eff
+    """Lilly and Orin's Type 0 algorithm (arms holding a reference member).  Returns (qdd, lam,
+    residual, the 6 x 6 effective inertia of the object)."""
+    s = lilly_orin_solve(gs, q, qd, tau, stabilization)
+    return s.qdd, s.lam.reshape(-1), s.residual, s.system

@@ -97,7 +97,7 @@ MECHANISMS = {"four_bar": four_bar, "five_bar": five_bar, "quadruped": quadruped
 
 
 def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, arm_q=(0.0, -0.6, 0.4, 0.0, 0.5, 0.0),
-                     form="closed"):
+                     form="closed", contacts="weld"):
     """ell PUMA 560 arms (Saha's Table II) on a circle of ``radius`` around a floating box, each
     end effector welded to the box where it is at the initial pose (Rodriguez and Kreutz's arms
     rigidly grasping a common object; Lilly and Orin's Type 0).  Bodies: the box (free flyer),
@@ -105,7 +105,12 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
 
     ``form="closed"``: a :class:`~jaxdyn.ClosedModel` (solvers "schur", "kkt");
     ``form="grasp"``: the same system as a :class:`~jaxdyn.GraspSystem` (solver "rccfd"), with the
-    same state layout.  Returns (system, q0).
+    same state layout.  ``contacts``: one grasp contact kind for all or one per arm
+    (``jaxdyn.constraints.grasp.CONTACTS``): "weld", "revolute" (hinge about the grasp frame's z
+    axis: a 5-row "revolute" constraint with frame A on the box), "soft_finger" (4 rows: the
+    contact point and the rotation about the normal z, a "subspace" constraint) or
+    "spherical" (a 3-row "point" constraint).  The grasp frame is the end effector's frame at
+    the initial pose.  Returns (system, q0).
     """
     import jax.numpy as jnp
 
@@ -148,14 +153,28 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
         q[7 + 6 * i: 13 + 6 * i] = arm_q
     pees = [np.asarray(frame_pose(m, jnp.asarray(q), f"arm{i}_ee")[1]) for i in range(n_arms)]
     q[:3] = np.mean(pees, 0)                                   # the box between the hands
-    welds = []
+    kinds = (contacts,) * n_arms if isinstance(contacts, str) else tuple(contacts)
+    welds, closures = [], []
+    soft = np.eye(6)[:, [0, 1, 2, 5]]          # the contact point and the rotation about the normal z
     for i in range(n_arms):
         Ra, pa = (np.asarray(x) for x in frame_pose(m, jnp.asarray(q), f"arm{i}_ee"))
         Rb_, pb = (np.asarray(x) for x in frame_pose(m, jnp.asarray(q), "box"))
-        welds.append(Constraint("weld", f"arm{i}_ee", "box", placement_b=(Rb_.T @ Ra, Rb_.T @ (pa - pb)),
-                                name=f"grasp{i}"))
+        pl = (Rb_.T @ Ra, Rb_.T @ (pa - pb))
+        welds.append(Constraint("weld", f"arm{i}_ee", "box", placement_b=pl, name=f"grasp{i}"))
+        k = kinds[i] if i < len(kinds) else None
+        closures.append({"weld": welds[-1],
+                         "revolute": Constraint("revolute", "box", f"arm{i}_ee", placement_a=pl, name=f"grasp{i}"),
+                         "soft_finger": Constraint("subspace", "box", f"arm{i}_ee", placement_a=pl, subspace=soft,
+                                                   name=f"grasp{i}"),
+                         "spherical": Constraint("point", f"arm{i}_ee", "box", placement_b=pl, name=f"grasp{i}"),
+                         }.get(k))
+        if closures[-1] is None:
+            raise ValueError(f"arms_holding_box: contacts must be one kind or {n_arms} kinds of "
+                             f"('weld', 'revolute', 'soft_finger', 'spherical'), got {contacts!r}")
+    if len(kinds) != n_arms:
+        raise ValueError(f"arms_holding_box: {n_arms} arms but {len(kinds)} contact kinds")
     if form == "closed":
-        return close_loops(m, welds), q
+        return close_loops(m, closures), q
     if form != "grasp":
         raise ValueError(f"form must be 'closed' or 'grasp', got {form!r}")
     from ..constraints import grasp_system
@@ -169,7 +188,7 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
         off = 1 + i * nb_a
         arms.append(arm.replace(Xtree_E=jnp.asarray(np.stack(E[off:off + nb_a])),
                                 Xtree_r=jnp.asarray(np.stack(r[off:off + nb_a])), name=f"arm{i}"))
-    return grasp_system(obj, arms, "ee", [f"grasp{i}" for i in range(n_arms)]), q
+    return grasp_system(obj, arms, "ee", [f"grasp{i}" for i in range(n_arms)], contacts=kinds), q
 
 
 MECHANISMS["three_arms_box"] = arms_holding_box
