@@ -103,8 +103,13 @@ def simulate(args):
 
     stab = tuple(sim["stabilization"]) if "stabilization" in sim else None
 
+    system = closed if closed is not None else model
+    if closed is not None and sim["method"] in ("rccfd", "lilly_orin"):
+        from .io.mechanisms import STRUCTURED
+        system = STRUCTURED[cfg["robot"]["name"]]()[0]      # same state layout, chain structure
+
     def run_chunk(q, qd, t0):
-        return jaxdyn.rollout(closed if closed is not None else model, q, qd, ctrl, dt, per,
+        return jaxdyn.rollout(system, q, qd, ctrl, dt, per,
                               stepper=sim["integrator"], method=sim["method"], rtol=sim["rtol"], atol=sim["atol"],
                               t0=t0, stabilization=stab)
 

@@ -134,11 +134,15 @@ def validate(raw: dict, name: str) -> dict:
         raise ConfigError(f"{name}: simulation.T / simulation.dt = {ratio:.3g} samples; at most {MAX_STEPS} "
                           "are allowed (lengthen dt or shorten T)")
     from .dynamics.forward import methods
-    from .io.mechanisms import MECHANISMS
-    closed = cfg["robot"]["name"] in MECHANISMS
-    allowed = ("schur", "kkt", "aba") if closed else methods()
+    from .io.mechanisms import MECHANISMS, STRUCTURED
+    rname = cfg["robot"]["name"]
+    closed = rname in MECHANISMS
+    allowed = (("schur", "kkt", "aba") + (("rccfd", "lilly_orin") if rname in STRUCTURED else ())) if closed \
+        else methods()
     if s["method"] not in allowed:
-        raise ConfigError(f"{name}: simulation.method must be one of {list(allowed)}, got {s['method']!r}")
+        why = (f" ('rccfd' and 'lilly_orin' need chains on one reference member: {sorted(STRUCTURED)}; "
+               f"{rname!r} is a general loop closure)") if closed and s["method"] in ("rccfd", "lilly_orin") else ""
+        raise ConfigError(f"{name}: simulation.method must be one of {list(allowed)}, got {s['method']!r}{why}")
     if "stabilization" in s and (len(s["stabilization"]) != 2 or min(s["stabilization"]) < 0):
         raise ConfigError(f"{name}: simulation.stabilization must be [alpha, beta] >= 0 (Baumgarte gains), "
                           f"got {s['stabilization']!r}")

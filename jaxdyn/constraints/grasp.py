@@ -97,6 +97,7 @@ class GraspSystem:
     grasp_frames: Tuple[int, ...]   # frame index of each grasp in the object model
     n_arms: int
     contacts: Tuple[str, ...] = ()  # contact kind per grasp (CONTACTS); () means all "weld"
+    tree: object = None             # Model: object and arms as one forest (state layout, integration)
 
     @property
     def kinds(self) -> Tuple[str, ...]:
@@ -116,7 +117,7 @@ class GraspSystem:
         return 6 * self.n_arms
 
 
-jax.tree_util.register_dataclass(GraspSystem, data_fields=["obj", "arms"],
+jax.tree_util.register_dataclass(GraspSystem, data_fields=["obj", "arms", "tree"],
                                  meta_fields=["tip", "grasp_frames", "n_arms", "contacts"])
 
 
@@ -155,7 +156,26 @@ def grasp_system(obj, arms, tip, grasps, contacts="weld") -> GraspSystem:
                              f"{sorted(CONTACTS)}")
     kinds = () if all(k == "weld" for k in kinds) else kinds
     return GraspSystem(obj, stack(arms), a0.frame_names.index(tip), tuple(obj.frame_names.index(g) for g in grasps),
-                       len(arms), kinds)
+                       len(arms), kinds, forest([obj] + arms, f"{obj.name}+{len(arms)}_arms"))
+
+
+def forest(models, name="forest") -> object:
+    """The disjoint union of Models as one Model (bodies, joints and dofs in the given order;
+    body and joint names prefixed by the model index; body frames only; the first model's
+    gravity): the state layout [q_0; q_1; ...] of a :class:`GraspSystem`."""
+    from ..model.model import build_model
+    cols = {k: [] for k in ("parent", "jtype", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia",
+                            "armature", "damping", "q_lower", "q_upper", "body_names", "joint_names")}
+    off = 0
+    for i, m in enumerate(models):
+        cols["parent"] += [int(p) + off if p >= 0 else -1 for p in np.asarray(m.parent)]
+        for k in ("jtype", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia", "armature", "damping",
+                  "q_lower", "q_upper"):
+            cols[k] += list(np.asarray(getattr(m, k)))
+        cols["body_names"] += [f"{i}:{b}" for b in m.body_names]
+        cols["joint_names"] += [f"{i}:{j}" for j in m.joint_names]
+        off += m.nb
+    return build_model(**cols, gravity=np.asarray(models[0].gravity), name=name, inertia_policy="skip")
 
 
 def _split(gs, x, nobj, nper):

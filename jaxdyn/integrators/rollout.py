@@ -162,7 +162,10 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       method: forward-dynamics method (see ``jaxdyn.methods()``); joint damping applies.
         For a closed model (:func:`jaxdyn.close_loops`) the accelerations are
         :func:`jaxdyn.constrained_forward_dynamics` (``method`` "schur" or "kkt"; the default
-        "aba" means "schur") with Baumgarte gains ``stabilization=(alpha, beta)`` or None.
+        "aba" means "schur") with Baumgarte gains ``stabilization=(alpha, beta)`` or None; a
+        :class:`~jaxdyn.GraspSystem` ("rccfd" (default) or "lilly_orin"; the state layout of
+        its ``tree``) and a :class:`~jaxdyn.LeggedSystem` ("lilly_orin" (default), "rccfd",
+        "schur", "kkt"; the tree's layout) likewise.
       chunk: if set (divides the scanned steps), scan over chunks whose bodies are
         ``jax.checkpoint``-ed: reverse-mode memory O(steps / chunk + chunk) instead of O(steps).
     Returns:
@@ -174,13 +177,17 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     """
     if stepper not in STEPPERS:
         raise ArgumentError(f"unknown stepper {stepper!r}; choose from {STEPPERS}")
-    from ..constraints import ClosedModel, constrained_forward_dynamics
-    closed = model if isinstance(model, ClosedModel) else None
+    from ..constraints import ClosedModel, GraspSystem, LeggedSystem, constrained_forward_dynamics
+    closed = model if isinstance(model, (ClosedModel, GraspSystem, LeggedSystem)) else None
     if closed is not None:
-        model = closed.model
-        cmethod = "schur" if method == "aba" else method      # the default front-door name
-        if cmethod not in ("schur", "kkt"):
-            raise ArgumentError(f"rollout of a closed model: method must be 'schur' or 'kkt', got {method!r}")
+        model, allowed = {ClosedModel: (lambda c: c.model, ("schur", "kkt")),
+                          GraspSystem: (lambda c: c.tree, ("rccfd", "lilly_orin")),
+                          LeggedSystem: (lambda c: c.model, ("lilly_orin", "rccfd", "schur", "kkt"))}[type(closed)]
+        model = model(closed)
+        cmethod = allowed[0] if method == "aba" else method      # the default front-door name
+        if cmethod not in allowed:
+            raise ArgumentError(f"rollout of a {type(closed).__name__}: method must be one of {allowed}, "
+                                f"got {method!r}")
 
         def accel(q, qd, tau):
             return constrained_forward_dynamics(closed, q, qd, tau, method=cmethod, stabilization=stabilization).qdd

@@ -48,10 +48,13 @@ def five_bar(base=1.0, proximal=1.0, distal=1.2, masses=(1.0, 0.8, 1.0, 0.8)):
     return cm, np.asarray(q)
 
 
-def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_mass=(1.0, 0.5), height=0.45):
+def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_mass=(1.0, 0.5), height=0.45,
+              form="closed"):
     """A quadruped (floating box body, four legs of hip-abduction x, hip-flexion y and knee y
     joints) standing with its four point feet held on the ground (Lilly and Orin's Type 1):
-    18 dof, 12 constraint rows.  Feet are pinned where they are at the initial stance."""
+    18 dof, 12 constraint rows.  Feet are pinned where they are at the initial stance.
+    ``form="closed"``: a ClosedModel (schur, kkt); ``"legged"``: the same mechanism as a
+    :class:`~jaxdyn.LeggedSystem` (lilly_orin, rccfd; same state layout).  Returns (system, q0)."""
     from ..constraints import Constraint, close_loops, project_constraints
     from ..model import joints as J
     bx, by, bz = body
@@ -90,7 +93,13 @@ def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_ma
         feet.append(Constraint("point", f"{leg}_foot", None, placement_b=(np.eye(3), p), name=f"{leg}_foot"))
     cm = close_loops(m, feet)
     q, _ = project_constraints(cm, q0, np.zeros(m.nv))
-    return cm, np.asarray(q)
+    q = np.asarray(q)
+    if form == "legged":
+        from ..constraints import legged_system
+        return legged_system(m, q, [f"{leg}_foot" for leg in ("LF", "RF", "LH", "RH")]), q
+    if form != "closed":
+        raise ValueError(f"form must be 'closed' or 'legged', got {form!r}")
+    return cm, q
 
 
 MECHANISMS = {"four_bar": four_bar, "five_bar": five_bar, "quadruped": quadruped}
@@ -192,3 +201,6 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
 
 
 MECHANISMS["three_arms_box"] = arms_holding_box
+STRUCTURED = {"quadruped": lambda: quadruped(form="legged"), "three_arms_box": lambda: arms_holding_box(form="grasp")}
+"""Mechanisms with a Lilly-Orin / Rodriguez-Kreutz structure (chains on one reference member), in
+the form that methods "lilly_orin" and "rccfd" take (same state layout as the closed form)."""
