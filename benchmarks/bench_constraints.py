@@ -8,7 +8,9 @@ Cases: anymal_c standing on four point feet (floating base, 12 rows), talos_redu
 support (two welded feet, 12 rows), and ell PUMA arms holding a floating box
 (``jaxdyn.mechanisms.arms_holding_box``, 6 ell rows) for the scaling in ell, where Rodriguez and
 Kreutz's RCCFD 1 and Lilly and Orin's Type 0 algorithm (``method="rccfd"`` / ``"lilly_orin"``
-on the GraspSystem form) are timed too.  jaxdyn is timed
+on the GraspSystem form) are timed too; on anymal_c, Lilly and Orin's Type 1 and RCCFD on the
+legs re-rooted at their feet (``jaxdyn.legged_system``; talos_reduced's torso and arms are on
+no leg, so it has no Type 1 form).  jaxdyn is timed
 as ``jit(vmap(constrained_forward_dynamics))`` over the batch (states satisfying the velocity
 constraint), Pinocchio as a Python loop of ``constraintDynamics`` calls (per call, one core).
 Writes JSON and a PNG plot.
@@ -99,7 +101,15 @@ def main():
         q0[7:] += 0.1 * np.random.default_rng(1).normal(size=m.nq - 7)
         cm = world_contacts(m, q0, kinds_frames)
         pm = to_pinocchio(cm.model)
-        rows.append(measure(name, cm, q0, args.batch, pm, pin_twin_constraints(cm, pm)))
+        try:        # Lilly and Orin's Type 1: the legs re-rooted at their feet
+            ls = jaxdyn.legged_system(m, q0, [f for _, f in kinds_frames], contact=kinds_frames[0][0])
+            why = None
+        except jaxdyn.errors.ModelError as e:
+            ls, why = None, str(e)
+        row = measure(name, cm, q0, args.batch, pm, pin_twin_constraints(cm, pm), ls)
+        if why:
+            row["structured_methods"] = f"not applicable: {why[:160]}"
+        rows.append(row)
     for ell in [int(x) for x in args.arms.split(",")]:
         cm, q0 = jaxdyn.mechanisms.arms_holding_box(ell)
         gs, _ = jaxdyn.mechanisms.arms_holding_box(ell, form="grasp")
@@ -118,8 +128,9 @@ def main():
         robots = [r for r in rows if "arms" not in r["case"]]
         x = np.arange(len(robots))
         for k, (key, lab) in enumerate((("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"),
+                                        ("lilly_orin_us", "jaxdyn lilly_orin (Type 1)"), ("rccfd_us", "jaxdyn rccfd"),
                                         ("pinocchio_us", "Pinocchio constraintDynamics"))):
-            a1.bar(x + 0.27 * (k - 1), [r.get(key, np.nan) for r in robots], 0.27, label=lab)
+            a1.bar(x + 0.16 * (k - 2), [r.get(key, np.nan) for r in robots], 0.16, label=lab)
         a1.set_xticks(x, [f"{r['case']}\n(B = {r['batch']})" for r in robots])
         a1.set_ylabel("µs per state")
         a1.set_yscale("log")

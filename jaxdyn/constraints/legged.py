@@ -1,4 +1,4 @@
-"""Lilly and Orin's (1990) Type 1 simple closed-chain mechanisms: legs under a body, each leg's
+"""Lilly and Orin's (1994) Type 1 simple closed-chain mechanisms: legs under a body, each leg's
 last link held on the support surface.
 
 Lilly and Orin treat the support surface as the base of every chain: link 1 of chain k is the
