@@ -186,8 +186,8 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
         model = model(closed)
         cmethod = allowed[0] if method == "aba" else method      # the default front-door name
         if cmethod not in allowed:
-            raise ArgumentError(f"rollout of a {type(closed).__name__}: method must be one of {allowed}, "
-                                f"got {method!r}")
+            raise ArgumentError(f"rollout of a {'closed model' if isinstance(closed, ClosedModel) else type(closed).__name__}: "
+                                f"method must be {' or '.join(repr(a) for a in allowed)}, got {method!r}")
 
         def accel(q, qd, tau):
             return constrained_forward_dynamics(closed, q, qd, tau, method=cmethod, stabilization=stabilization).qdd
