@@ -47,7 +47,8 @@ def main():
     import jaxdyn
     from conftest import ROBOTS_DIR, URDFS
     from pinutil import to_pinocchio
-    from test_constraints import pin_twin_constraints, world_contacts
+    from pinutil import pin_twin_constraints
+    from test_constraints import world_contacts
 
     def states(cm, q0, B, rng, spread=0.0):
         m = cm.model

@@ -49,3 +49,33 @@ def align_rub_axes(model):
     ax[np.asarray(model.jtype) == J.REVOLUTE_UB] = (0.0, 0.0, 1.0)
     import jax.numpy as jnp
     return model.replace(axis=jnp.asarray(ax))
+
+
+def pin_constraint_dynamics(pm, constraint_models, q, v, tau):
+    """Pinocchio's constraintDynamics for a list / StdVec of RigidConstraintModels: (qdd, lambda_c)."""
+    pcm, pcd = pin.StdVec_RigidConstraintModel(), pin.StdVec_RigidConstraintData()
+    for c in constraint_models:
+        pcm.append(c)
+        pcd.append(c.createData())
+    data = pm.createData()
+    pin.initConstraintDynamics(pm, data, pcm, pcd)
+    qdd = pin.constraintDynamics(pm, data, q, v, tau, pcm, pcd, pin.ProximalSettings(1e-14, 1e-14, 1e-12, 50))
+    return qdd, data.lambda_c.copy()
+
+
+def pin_twin_constraints(cm, pm):
+    """Pinocchio RigidConstraintModels equal to a ClosedModel's point / weld constraints, for the
+    Pinocchio twin of cm.model (tests/pinutil: joint id = body index + 1)."""
+    fb, fE, fr = (np.asarray(x) for x in (cm.model.frame_body, cm.model.frame_E, cm.model.frame_r))
+    out = pin.StdVec_RigidConstraintModel()
+    for i, kind in enumerate(cm.kinds):
+        ends = []
+        for f in (cm.frames_a[i], cm.frames_b[i]):
+            if f < 0:
+                ends.append((0, pin.SE3(np.asarray(cm.world_R[i]), np.asarray(cm.world_p[i]))))
+            else:
+                ends.append((int(fb[f]) + 1, pin.SE3(fE[f].T, fr[f])))
+        ct = pin.ContactType.CONTACT_3D if kind == "point" else pin.ContactType.CONTACT_6D
+        out.append(pin.RigidConstraintModel(ct, pm, ends[0][0], ends[0][1], ends[1][0], ends[1][1],
+                                            pin.ReferenceFrame.LOCAL_WORLD_ALIGNED))
+    return out

@@ -13,7 +13,7 @@ from conftest import close, urdf_path
 from jaxdyn.errors import ArgumentError, ConfigError, ModelError
 
 pin = pytest.importorskip("pinocchio")
-from test_constraints import pin_constraint_dynamics, pin_twin_constraints  # noqa: E402
+from pinutil import pin_constraint_dynamics, pin_twin_constraints  # noqa: E402
 
 FEET4 = ["LF_foot", "RF_foot", "LH_foot", "RH_foot"]
 

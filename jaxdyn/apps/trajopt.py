@@ -34,7 +34,9 @@ import optax
 from jax import lax
 
 from ..errors import ArgumentError, ShapeError
-from ..integrators.rollout import STEPPERS, HeldLaw, Trajectory, rollout
+from ..integrators.controllers import HeldLaw
+from ..integrators.rollout import Trajectory, rollout
+from ..integrators.steppers import STEPPERS
 from ..model.configuration import difference, normalize
 
 

@@ -1,30 +1,20 @@
-"""Rollouts as ``lax.scan`` of a stepper; controllers as pure functions of (t, q, qd).
-
-Controls come in two kinds.  A *controller* ``ctrl(t, q, qd) -> tau`` is a continuous-time
-feedback law: every stage of every stepper evaluates it at the stage's own (t, q, qd).  A
-*torque array* U (steps, nv) is a zero-order hold: U[k] acts over the whole sample
-[t_k, t_k+1), at every internal stage of step k whatever its time (RK4's t + dt stage,
-RKF45's adaptive sub-steps, ABM's derivative history), and nowhere else.
-"""
+"""Rollouts as ``lax.scan`` of a stepper from the table :data:`~.steppers.STEPPERS` (each an
+``init`` / ``step`` pair), under controls from :mod:`.controllers` (controllers are pure
+functions of (t, q, qd); torque arrays are held per sample)."""
 from __future__ import annotations
 
 import math
 import operator
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from ..dynamics.forward import forward_dynamics
-from ..dynamics.rnea import rnea
-from ..errors import ArgumentError, ShapeError
-from .abm import abm4, abm_init, history_at
-from .euler import semi_implicit_euler
-from .rk4 import rk4
-from .rkf45 import rkf45_interval, rkf45_stats
-
-STEPPERS = ("euler", "rk4", "rkf45", "abm")
+from ..errors import ArgumentError
+from .controllers import controls
+from .steppers import STEPPERS, StepOptions
 
 
 class Trajectory(NamedTuple):
@@ -37,85 +27,6 @@ class Trajectory(NamedTuple):
     rejected: jax.Array  # () internal steps rejected (rkf45), else 0
     ok: jax.Array     # () bool: every sample finite (False: the integration failed; the state
                       # is NaN from the first failed sample on, see :func:`first_nonfinite`)
-
-
-# ---- controllers -------------------------------------------------------------------------
-
-class HeldLaw(NamedTuple):
-    """Zero-order hold of parameters through a feedback law: over sample k every stage
-    applies ``tau = law(Z[k], t, q, qd)`` (Z (steps, p)).  With ``law = lambda z, t, q, qd:
-    rnea(model, q, qd, z)`` the rollout is a double integrator qdd = Z[k] (feedback
-    linearization), the acceleration parametrization of :mod:`jaxdyn.apps.trajopt`."""
-    Z: jax.Array
-    law: Callable
-
-
-def zero_torque(model):
-    """The controller tau(t, q, qd) = 0 (nv,)."""
-    return lambda t, q, qd: jnp.zeros(model.nv, jnp.result_type(qd))
-
-
-def pd(kp, kd, q_des: Callable, qd_des: Callable | None = None):
-    """tau = kp (q_des(t) - q) + kd (qd_des(t) - qd), vector-space joints."""
-    return lambda t, q, qd: kp * (q_des(t) - q) + kd * ((0 * qd if qd_des is None else qd_des(t)) - qd)
-
-
-def feedforward(model, trajectory: Callable):
-    """Open-loop inverse-dynamics torques tau(t) = RNEA(q_d, qd_d, qdd_d) (Saha's forced runs)."""
-    def ctrl(t, q, qd):
-        qd_, vd_, ad_ = trajectory(t)
-        return rnea(model, qd_, vd_, ad_)
-    return ctrl
-
-
-def computed_torque(model, trajectory: Callable, kp, kd):
-    """tau = RNEA(q, qd, qdd_d + kp e + kd e_dot): feed-forward plus feedback linearization."""
-    def ctrl(t, q, qd):
-        q_d, v_d, a_d = trajectory(t)
-        return rnea(model, q, qd, a_d + kp * (q_d - q) + kd * (v_d - qd))
-    return ctrl
-
-
-def cycloidal(q0, qT, T):
-    """Saha eq. (18): q(t) = q0 + (qT - q0)/(2 pi) (2 pi t/T - sin(2 pi t/T)), held after T.
-    Returns trajectory(t) -> (q, qd, qdd)."""
-    q0, qT = jnp.asarray(q0, float), jnp.asarray(qT, float)
-
-    def traj(t):
-        t = jnp.asarray(t, q0.dtype)
-        s = jnp.clip(t, 0.0, T)
-        w = 2 * jnp.pi / T
-        inside = jnp.asarray(t <= T, q0.dtype)
-        qq = q0 + (qT - q0) / (2 * jnp.pi) * (w * s - jnp.sin(w * s))
-        vv = inside * (qT - q0) / (2 * jnp.pi) * (w - w * jnp.cos(w * s))
-        aa = inside * (qT - q0) / (2 * jnp.pi) * (w * w * jnp.sin(w * s))
-        return qq, vv, aa
-    return traj
-
-
-def _controls(model, controller_or_torques, steps, dtype):
-    """-> (tau_at(k, t, q, qd), held): the torque of step k at a stage (t, q, qd); ``held`` is
-    True for a (steps, nv) zero-order-hold array."""
-    c = controller_or_torques
-    if isinstance(c, HeldLaw):
-        Z = jnp.asarray(c.Z)
-        if Z.ndim != 2 or Z.shape[0] != steps:
-            raise ShapeError(f"HeldLaw parameters must have shape (steps, p) with steps = {steps}, got {Z.shape}")
-        return (lambda k, t, q, qd: c.law(Z[jnp.clip(k, 0, steps - 1)], t, q, qd)), True
-    if callable(c):
-        return (lambda k, t, q, qd: c(t, q, qd)), False
-    if c is None:
-        z = zero_torque(model)
-        return (lambda k, t, q, qd: z(t, q, qd)), False
-    U = jnp.asarray(c)
-    if not jnp.issubdtype(U.dtype, jnp.floating):
-        U = U.astype(dtype)
-    if U.shape == (model.nv,):
-        return (lambda k, t, q, qd: U), False
-    if U.shape == (steps, model.nv):
-        return (lambda k, t, q, qd: U[jnp.clip(k, 0, steps - 1)]), True
-    raise ShapeError(f"rollout torques must have shape (steps, nv) = ({steps}, {model.nv}) (one row per "
-                     f"step, held over it) or (nv,) = ({model.nv},) for model {model.name!r}, got {U.shape}")
 
 
 def _check_steps(steps):
@@ -176,7 +87,7 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       controls / stacked models works as usual.
     """
     if stepper not in STEPPERS:
-        raise ArgumentError(f"unknown stepper {stepper!r}; choose from {STEPPERS}")
+        raise ArgumentError(f"unknown stepper {stepper!r}; choose from {tuple(STEPPERS)}")
     from ..constraints import ClosedModel, GraspSystem, LeggedSystem, constrained_forward_dynamics
     closed = model if isinstance(model, (ClosedModel, GraspSystem, LeggedSystem)) else None
     if closed is not None:
@@ -201,7 +112,8 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     dt = _check_dt(dt)
     q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
     dtype = qd0.dtype
-    tau_at, held = _controls(model, controller_or_torques, steps, dtype)
+    tau_at, held = controls(model, controller_or_torques, steps, dtype)
+    st, opts = STEPPERS[stepper], StepOptions(rtol, atol, held)
 
     def dyn_for(k):
         return lambda t, q, qd: accel(q, qd, tau_at(k, t, q, qd))
@@ -209,34 +121,15 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     def sample(carry, k):
         q, qd, extra = carry
         t = t0 + k.astype(dtype) * dt
-        dyn = dyn_for(k)
-        if stepper == "euler":
-            q1, v1 = semi_implicit_euler(model, dyn, t, q, qd, dt)
-        elif stepper == "rk4":
-            q1, v1 = rk4(model, dyn, t, q, qd, dt)
-        elif stepper == "rkf45":
-            q1, v1, extra = rkf45_interval(model, dyn, t, q, qd, dt, extra, rtol=rtol, atol=atol)
-        else:
-            hist, qs_h, vs_h = extra
-            if held:
-                hist = history_at(dyn, t, dt, qs_h, vs_h)
-            q1, v1, hist = abm4(model, dyn, t, q, qd, dt, hist)
-            extra = (hist, jnp.concatenate([qs_h[1:], q1[None]]), jnp.concatenate([vs_h[1:], v1[None]]))
+        q1, v1, extra = st.step(model, dyn_for(k), t, q, qd, dt, extra, opts)
         return (q1, v1, extra), (q1, v1, tau_at(k + 1, t + dt, q1, v1))
 
-    k0 = 0
-    qs0, vs0 = [q0], [qd0]
-    if stepper == "rkf45":
-        extra = rkf45_stats(dt, dtype)
-    elif stepper == "abm":
-        k0 = min(3, steps)
-        states, hist, (qs_h, vs_h) = abm_init(model, dyn_for, t0, q0, qd0, dt)
-        extra = (hist, qs_h, vs_h)
-        qs0 += [s_[0] for s_ in states[:k0]]
-        vs0 += [s_[1] for s_ in states[:k0]]
-        q0, qd0 = states[-1]
-    else:
-        extra = jnp.zeros((), dtype)
+    extra, head = st.init(model, dyn_for, t0, q0, qd0, dt, dtype)
+    k0 = min(len(head), steps)
+    qs0 = [q0] + [s_[0] for s_ in head[:k0]]
+    vs0 = [qd0] + [s_[1] for s_ in head[:k0]]
+    if head:
+        q0, qd0 = head[-1]
     ks = jnp.arange(k0, steps, dtype=jnp.int32)
     if chunk:
         n = ks.shape[0]
@@ -254,8 +147,7 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     head_q, head_v = jnp.stack(qs0), jnp.stack(vs0)
     head_tau = jnp.stack([tau_at(i, t0 + i * dt, a, b) for i, (a, b) in enumerate(zip(qs0, vs0))])
     t = t0 + dt * jnp.arange(steps + 1, dtype=dtype)
-    acc = extra.accepted if stepper == "rkf45" else jnp.int32(steps)
-    rej = extra.rejected if stepper == "rkf45" else jnp.int32(0)
+    acc, rej = st.stats(extra, steps)
     Q, V = jnp.concatenate([head_q, qs]), jnp.concatenate([head_v, vs])
     ok = jnp.all(jnp.isfinite(Q)) & jnp.all(jnp.isfinite(V))
     return Trajectory(t, Q, V, jnp.concatenate([head_tau, taus]), acc, rej, ok)
