@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 import time
+from typing import NamedTuple
 
 
 def _robot(name):
@@ -43,18 +44,27 @@ def _positive_int(s):
     return n
 
 
-def simulate(args):
-    """``jaxdyn simulate``: config -> model and initial state -> chunked rollout -> outputs.
-    Returns the exit status (0); raises ConfigError / SimulationError (exit 2 / 3 in :func:`main`)."""
-    import jax
-    jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
+class _Setup(NamedTuple):
+    """What a simulate run needs, built from the config (the first stage of :func:`simulate`)."""
+    cfg: dict
+    out: str
+    model: object           # the tree Model (state layout, outputs)
+    system: object          # what rollout integrates: the Model, a ClosedModel, GraspSystem or LeggedSystem
+    closed: object          # the ClosedModel (drift), or None
+    q0: object
+    qd0: object
+    ctrl: object
+    traj_fn: object         # the reference trajectory of tracking configs, or None
+    steps: int
+
+
+def _setup(args) -> _Setup:
+    """config -> model, system and consistent initial state, controller."""
     import numpy as np
 
     import jaxdyn
     from .config import load_config, sim_steps
-    from .errors import ConfigError, SimulationError
-    from .output import progress_bar, write_outputs
+    from .errors import ConfigError
 
     cfg = load_config(args.config)
     out = args.out or os.path.join("jaxdyn-out", cfg["name"])
@@ -83,8 +93,7 @@ def simulate(args):
         q0 = qn
     if closed is not None:      # consistent initial conditions on the constraint manifold
         q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
-    T, dt = sim["T"], sim["dt"]
-    steps = sim_steps(cfg)
+    T = sim["T"]
     traj_fn = None
     if ctl["type"] == "zero":
         ctrl = jaxdyn.zero_torque(model)
@@ -97,32 +106,44 @@ def simulate(args):
         traj_fn = jaxdyn.cycloidal(q0, qT, T)
         ctrl = jaxdyn.feedforward(model, traj_fn) if ctl["type"] == "feedforward" else \
             jaxdyn.computed_torque(model, traj_fn, ctl.get("kp", 100.0), ctl.get("kd", 20.0))
-
-    n_chunks = 20 if steps % 20 == 0 else 1
-    per = steps // n_chunks
-
-    stab = tuple(sim["stabilization"]) if "stabilization" in sim else None
-
     system = closed if closed is not None else model
     if closed is not None and sim["method"] in ("rccfd", "lilly_orin"):
         from .io.mechanisms import STRUCTURED
         system = STRUCTURED[cfg["robot"]["name"]]()[0]      # same state layout, chain structure
+    return _Setup(cfg, out, model, system, closed, q0, qd0, ctrl, traj_fn, sim_steps(cfg))
+
+
+def _run(st: _Setup, batch: int):
+    """Chunked, vmapped rollout with a progress bar: (t, Q, V, TAU (batch, steps + 1, .),
+    accepted, rejected, wall seconds).  Raises SimulationError at the first non-finite state."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import jaxdyn
+    from .errors import SimulationError
+    from .output import progress_bar
+
+    cfg, model, sim = st.cfg, st.model, st.cfg["simulation"]
+    dt, steps = sim["dt"], st.steps
+    n_chunks = 20 if steps % 20 == 0 else 1
+    per = steps // n_chunks
+    stab = tuple(sim["stabilization"]) if "stabilization" in sim else None
 
     def run_chunk(q, qd, t0):
-        return jaxdyn.rollout(system, q, qd, ctrl, dt, per,
+        return jaxdyn.rollout(st.system, q, qd, st.ctrl, dt, per,
                               stepper=sim["integrator"], method=sim["method"], rtol=sim["rtol"], atol=sim["atol"],
                               t0=t0, stabilization=stab)
 
-    batch = max(1, int(args.batch))
     key = jax.random.PRNGKey(0)
-    Q0 = jnp.tile(q0, (batch, 1))
+    Q0 = jnp.tile(st.q0, (batch, 1))
     if batch > 1:
         Q0 = Q0.at[1:].add(1e-3 * jax.random.normal(key, (batch - 1, model.nq)))
         Q0 = jax.vmap(lambda q: jaxdyn.normalize(model, q))(Q0)
-    QD0 = jnp.tile(qd0, (batch, 1))
+    QD0 = jnp.tile(st.qd0, (batch, 1))
     step_fn = jax.jit(jax.vmap(run_chunk, in_axes=(0, 0, None)))
     t_wall = time.time()
-    print(f"jaxdyn simulate {cfg['name']}: robot {model.name} (nq={model.nq}), T={T} s, dt={dt} s, "
+    print(f"jaxdyn simulate {cfg['name']}: robot {model.name} (nq={model.nq}), T={sim['T']} s, dt={dt} s, "
           f"{sim['integrator']}, method={sim['method']}, batch={batch}", file=sys.stderr)
     parts, q, qd, acc, rej = [], Q0, QD0, 0, 0
     progress_bar(0, n_chunks, t_wall)
@@ -139,16 +160,34 @@ def simulate(args):
         acc += int(np.sum(tr.accepted)); rej += int(np.sum(tr.rejected))
         progress_bar(c + 1, n_chunks, t_wall)
     wall = time.time() - t_wall
-    t = np.arange(steps + 1) * dt
-    Qs = np.concatenate([np.asarray(p.q) for p in parts], 1)
-    Vs = np.concatenate([np.asarray(p.qd) for p in parts], 1)
-    Ts = np.concatenate([np.asarray(p.tau) for p in parts], 1)
+    cat = lambda f: np.concatenate([np.asarray(getattr(p, f)) for p in parts], 1)
+    return np.arange(steps + 1) * dt, cat("q"), cat("qd"), cat("tau"), acc, rej, wall
+
+
+def _outputs(st: _Setup, t, Qs, Vs, Ts, acc, rej, wall):
+    """Constraint drift (closed models) and the files and summary of :func:`jaxdyn.output.write_outputs`."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import jaxdyn
+    from .output import write_outputs
+
     drift = None
-    if closed is not None:
-        res = jax.jit(jax.vmap(lambda q: jaxdyn.constraint_residual(closed, q)))(jnp.asarray(Qs[0]))
+    if st.closed is not None:
+        res = jax.jit(jax.vmap(lambda q: jaxdyn.constraint_residual(st.closed, q)))(jnp.asarray(Qs[0]))
         drift = np.abs(np.asarray(res)).max(1)
-    summary = write_outputs(out, model, cfg, t, Qs, Vs, Ts, traj_fn, acc, rej, wall, drift=drift)
-    print(summary)
+    return write_outputs(st.out, st.model, st.cfg, t, Qs, Vs, Ts, st.traj_fn, acc, rej, wall, drift=drift)
+
+
+def simulate(args):
+    """``jaxdyn simulate``: config -> model and initial state (:func:`_setup`) -> chunked rollout
+    (:func:`_run`) -> outputs (:func:`_outputs`).  Returns the exit status (0); raises
+    ConfigError / SimulationError (exit 2 / 3 in :func:`main`)."""
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    st = _setup(args)
+    print(_outputs(st, *_run(st, max(1, int(args.batch)))))
     return 0
 
 
