@@ -285,6 +285,12 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
     return local(q, qd, tau, fx)[:B]
 
 
+MULTI_DEVICE_MIN_WORK = 20000
+"""B * nb from which :func:`aba_batch` splits the batch over all CPU devices by default: below it
+the ~1.5 ms fixed cost of a multi-device call outweighs the second core (crossovers measured
+with ``benchmarks/bench_core.py``: panda B ~ 2048-4096, g1 B ~ 512)."""
+
+
 def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, devices=None):
     """Forward dynamics qdd of B states of one model (throughput version of :func:`jaxdyn.aba`).
 
@@ -295,8 +301,7 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, dev
       gravity: optional (3,) world gravity.
       chunk: robots per chunk (static): the chunk's arrays should stay in L2 cache.
       devices: how many devices of the default backend share the batch (static).  Default:
-        all of them on the CPU backend when B * nb >= 20000, else 1 (a multi-device call
-        costs ~1.5 ms more; measured crossovers: panda B ~ 2048-4096, g1 B ~ 512).  XLA:CPU
+        all of them on the CPU backend when B * nb >= :data:`MULTI_DEVICE_MIN_WORK`, else 1.  XLA:CPU
         runs one program on one core, so to use both cores of a 2-core machine start JAX with
         two host devices, ``jax.config.update("jax_num_cpu_devices", 2)``, before any JAX work.
     Returns:
@@ -324,7 +329,7 @@ def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, dev
         raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
     free, k, types = _layout(model)
     cpu = jax.default_backend() == "cpu"
-    big = B * model.nb >= 20000
+    big = B * model.nb >= MULTI_DEVICE_MIN_WORK
     ndev = int(devices) if devices is not None else (jax.device_count() if cpu and big else 1)
     if not 1 <= ndev <= jax.device_count():
         raise ArgumentError(f"aba_batch: devices={devices} but {jax.device_count()} device(s) are available")
