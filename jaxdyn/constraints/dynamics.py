@@ -19,8 +19,10 @@ Solvers (``method=``):
 
 * ``"kkt"``: the dense KKT system of Yamane and Nakamura (2001, Eq. 7),
   [[M, K^T], [K, 0]] [qdd; -lam] = [tau - h; rhs] (the reference);
-* ``"schur"`` (default): lam from (K M^-1 K^T) lam = rhs - K qdd_free with M^-1 applied by
-  the articulated-body algorithm, then qdd = qdd_free + M^-1 K^T lam.
+* ``"schur"`` (default): lam from (K M^-1 K^T) lam = rhs - K qdd_free, then
+  qdd = ABA(tau + K^T lam).  K M^-1 K^T (:func:`delassus`) comes from the contact frames'
+  operational-space inverse inertia by Rodriguez and Kreutz's O(N) recursion (6.10), so M^-1
+  is never formed: two ABA passes and one O(n m) recursion.
 
 Redundant constraints (rank-deficient K, e.g. a planar four-bar closed by a 3-row point
 constraint) make both systems singular; qdd is still unique.  Both solvers use a proximal
@@ -38,7 +40,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..dynamics.minv import minv
+from ..dynamics.opspace import opspace_inverse_inertia
 from ..dynamics.crba import crba
 from ..dynamics.forward import forward_dynamics
 from ..dynamics.rnea import rnea
@@ -125,6 +127,20 @@ def constraint_jacobian(cm: ClosedModel, q):
                             for i in range(len(cm.kinds))])
 
 
+def delassus(cm: ClosedModel, q):
+    """K M^-1 K^T (m, m) without M^-1: the contact frames' operational-space inverse inertia
+    (Rodriguez and Kreutz's O(N) recursion (6.10), cross terms included) mapped by each
+    constraint's rows, K = sum of row maps of (J_a - J_b)."""
+    frames = sorted({f for f in cm.frames_a + cm.frames_b if f >= 0})
+    col = {f: i for i, f in enumerate(frames)}
+    Om = opspace_inverse_inertia(cm.model, q, frames, "local_world_aligned")     # (6 F, 6 F)
+    eye = jnp.eye(6 * len(frames), dtype=Om.dtype)
+    sel = lambda f: eye[6 * col[f]: 6 * col[f] + 6] if f >= 0 else jnp.zeros_like(eye[:6])
+    S = jnp.concatenate([_frame_rows(cm, i, q, sel(cm.frames_a[i]) - sel(cm.frames_b[i]))
+                         for i in range(len(cm.kinds))])
+    return S @ Om @ S.T
+
+
 def constraint_bias(cm: ClosedModel, q, qd):
     """k = K-dot qd (m,): the constraint's acceleration at qdd = 0 (classical accelerations of
     the contact frames, plus the rotation of frame A's axes for revolute / subspace rows)."""
@@ -183,13 +199,12 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
     if stabilization is not None:
         alpha, beta = stabilization
         rhs = rhs - 2.0 * alpha * (K @ qd) - beta ** 2 * constraint_residual(cm, q)
-    Minv = minv(model, q)
-    A = K @ Minv @ K.T
+    A = delassus(cm, q)
     eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
     if method == "schur":
         qdd_free = forward_dynamics(model, q, qd, tau)
         lam = prox_solve(A, rhs - K @ qdd_free, eps)
-        qdd = qdd_free + Minv @ (K.T @ lam)
+        qdd = forward_dynamics(model, q, qd, tau + K.T @ lam)
     else:
         M = crba(model, q)
         h = rnea(model, q, qd, jnp.zeros_like(qd)) + model.damping * qd
