@@ -66,39 +66,46 @@ class ConstrainedResult(NamedTuple):
     cond: jax.Array      # () its condition number on its range
 
 
-def _side(cm, q, qd, i, side, want):
-    """Pose / Jacobian / classical bias acceleration of contact frame ``side`` of constraint i."""
+def _contact_frames(cm, q, qd, want):
+    """Pose / Jacobian / velocity / classical bias acceleration of every contact frame in one
+    vmapped kinematics pass (the forward kinematics is shared by the frames).  Returns
+    side(i, "a" | "b") -> that frame's value for constraint i (world-fixed frames b: their pose,
+    zero motion)."""
     m = cm.model
-    f = (cm.frames_a if side == "a" else cm.frames_b)[i]
+    frames = sorted({f for f in cm.frames_a + cm.frames_b if f >= 0})
+    col = {f: j for j, f in enumerate(frames)}
+    lwa = "local_world_aligned"
+    fn = {"pose": lambda f: frame_pose(m, q, f),
+          "jac": lambda f: frame_jacobian(m, q, f, lwa),
+          "vel": lambda f: frame_velocity(m, q, qd, f, lwa),
+          "acc": lambda f: frame_classical_acceleration(m, q, qd, jnp.zeros_like(qd), f, lwa)}[want]
+    vals = jax.vmap(fn)(jnp.asarray(frames, jnp.int32))
     dt = jnp.result_type(q)
-    if f < 0:   # world-fixed frame b
+
+    def side(i, s):
+        f = (cm.frames_a if s == "a" else cm.frames_b)[i]
+        if f >= 0:
+            return jax.tree_util.tree_map(lambda x: x[col[f]], vals)
         if want == "pose":
             return cm.world_R[i].astype(dt), cm.world_p[i].astype(dt)
-        if want == "jac":
-            return jnp.zeros((6, m.nv), dt)
-        return jnp.zeros(6, dt)
-    if want == "pose":
-        return frame_pose(m, q, f)
-    if want == "jac":
-        return frame_jacobian(m, q, f, "local_world_aligned")
-    if want == "vel":
-        return frame_velocity(m, q, qd, f, "local_world_aligned")
-    return frame_classical_acceleration(m, q, qd, jnp.zeros_like(qd), f, "local_world_aligned")
+        return jnp.zeros((6, m.nv), dt) if want == "jac" else jnp.zeros(6, dt)
+    return side
 
 
-def _frame_rows(cm, i, q, x6, qd=None):
+def _frame_rows(cm, i, x6, pose, vel=None):
     """Rows of constraint i from a world-aligned 6-vector (or (6, n) matrix) x6 [linear; angular]
     of frame A relative to frame B: point -> linear rows; weld -> all; revolute / subspace ->
-    phi^T R_a^T x6 in frame A's axes.  With qd given, x6 is the bias acceleration and the term
-    of the rotating axes, -phi^T R_a^T [omega_a x dv; omega_a x domega], is added."""
+    phi^T R_a^T x6 in frame A's axes (``pose`` = :func:`_contact_frames`(..., "pose")).  With
+    ``vel`` (the frames' velocities) x6 is the bias acceleration and the term of the rotating
+    axes, -phi^T R_a^T [omega_a x dv; omega_a x domega], is added."""
     kind = cm.kinds[i]
     if kind == "point":
         return x6[:3]
     if kind == "weld":
         return x6
-    Ra, _ = _side(cm, q, None, i, "a", "pose")
-    if qd is not None:
-        va, vb = _side(cm, q, qd, i, "a", "vel"), _side(cm, q, qd, i, "b", "vel")
+    Ra, _ = pose(i, "a")
+    if vel is not None:
+        va, vb = vel(i, "a"), vel(i, "b")
         w, dv = va[3:], va - vb
         x6 = x6 - jnp.concatenate([jnp.cross(w, dv[:3]), jnp.cross(w, dv[3:])])
     Rt = Ra.T
@@ -107,15 +114,18 @@ def _frame_rows(cm, i, q, x6, qd=None):
     return cm.phis[i].astype(local.dtype).T @ local
 
 
+def _needs_pose(cm):
+    return any(k in ("revolute", "subspace") for k in cm.kinds)
+
+
 def constraint_residual(cm: ClosedModel, q):
     """r(q) (m,): point p_a - p_b; weld [p_a - p_b; log3(R_a R_b^T)] (world axes); revolute /
     subspace: phi^T R_a^T of the weld residual (frame A's axes; zero when the constraint holds)."""
+    pose = _contact_frames(cm, q, None, "pose")
     out = []
     for i, kind in enumerate(cm.kinds):
-        Ra, pa = _side(cm, q, None, i, "a", "pose")
-        Rb, pb = _side(cm, q, None, i, "b", "pose")
-        x6 = jnp.concatenate([pa - pb, log3(Ra @ Rb.T)])
-        out.append(_frame_rows(cm, i, q, x6))
+        (Ra, pa), (Rb, pb) = pose(i, "a"), pose(i, "b")
+        out.append(_frame_rows(cm, i, jnp.concatenate([pa - pb, log3(Ra @ Rb.T)]), pose))
     return jnp.concatenate(out)
 
 
@@ -123,8 +133,9 @@ def constraint_residual(cm: ClosedModel, q):
 def constraint_jacobian(cm: ClosedModel, q):
     """K (m, nv): constraint rows (see the module docstring)."""
     check_state(cm.model, q=q)
-    return jnp.concatenate([_frame_rows(cm, i, q, _side(cm, q, None, i, "a", "jac") - _side(cm, q, None, i, "b", "jac"))
-                            for i in range(len(cm.kinds))])
+    jac = _contact_frames(cm, q, None, "jac")
+    pose = _contact_frames(cm, q, None, "pose") if _needs_pose(cm) else None
+    return jnp.concatenate([_frame_rows(cm, i, jac(i, "a") - jac(i, "b"), pose) for i in range(len(cm.kinds))])
 
 
 def delassus(cm: ClosedModel, q):
@@ -136,7 +147,8 @@ def delassus(cm: ClosedModel, q):
     Om = opspace_inverse_inertia(cm.model, q, frames, "local_world_aligned")     # (6 F, 6 F)
     eye = jnp.eye(6 * len(frames), dtype=Om.dtype)
     sel = lambda f: eye[6 * col[f]: 6 * col[f] + 6] if f >= 0 else jnp.zeros_like(eye[:6])
-    S = jnp.concatenate([_frame_rows(cm, i, q, sel(cm.frames_a[i]) - sel(cm.frames_b[i]))
+    pose = _contact_frames(cm, q, None, "pose") if _needs_pose(cm) else None
+    S = jnp.concatenate([_frame_rows(cm, i, sel(cm.frames_a[i]) - sel(cm.frames_b[i]), pose)
                          for i in range(len(cm.kinds))])
     return S @ Om @ S.T
 
@@ -144,8 +156,12 @@ def delassus(cm: ClosedModel, q):
 def constraint_bias(cm: ClosedModel, q, qd):
     """k = K-dot qd (m,): the constraint's acceleration at qdd = 0 (classical accelerations of
     the contact frames, plus the rotation of frame A's axes for revolute / subspace rows)."""
-    return jnp.concatenate([_frame_rows(cm, i, q, _side(cm, q, qd, i, "a", "acc") - _side(cm, q, qd, i, "b", "acc"),
-                                        qd if cm.kinds[i] in ("revolute", "subspace") else None)
+    acc = _contact_frames(cm, q, qd, "acc")
+    pose = vel = None
+    if _needs_pose(cm):
+        pose, vel = _contact_frames(cm, q, None, "pose"), _contact_frames(cm, q, qd, "vel")
+    return jnp.concatenate([_frame_rows(cm, i, acc(i, "a") - acc(i, "b"), pose,
+                                        vel if cm.kinds[i] in ("revolute", "subspace") else None)
                             for i in range(len(cm.kinds))])
 
 
