@@ -64,6 +64,7 @@ from ..dynamics.opspace import opspace_inverse_inertia
 from ..errors import ModelError
 from ..kinematics import frame_classical_acceleration, frame_jacobian, frame_pose
 from ..model import joints as J
+from ..model.model import build_model
 from ..spatial.rotations import log3
 from .solve import prox_solve
 
@@ -163,7 +164,6 @@ def forest(models, name="forest") -> object:
     """The disjoint union of Models as one Model (bodies, joints and dofs in the given order;
     body and joint names prefixed by the model index; body frames only; the first model's
     gravity): the state layout [q_0; q_1; ...] of a :class:`GraspSystem`."""
-    from ..model.model import build_model
     cols = {k: [] for k in ("parent", "jtype", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia",
                             "armature", "damping", "q_lower", "q_upper", "body_names", "joint_names")}
     off = 0

@@ -130,7 +130,7 @@ def _leg_paths(model, feet):
     return paths
 
 
-def _chain(model, path, foot, contact, q_stance, R_C, p_C, R_a):
+def _chain(model, path, foot, contact, R_C, p_C, R_a):
     """The leg re-rooted at its foot (numpy): build_model arguments of chain c_1 .. c_n."""
     g = lambda x: np.asarray(x)
     E, r, ax, pitch = g(model.Xtree_E), g(model.Xtree_r), g(model.axis), g(model.pitch)
@@ -204,7 +204,7 @@ def legged_system(model, q, feet, contact="point") -> LeggedSystem:
     for k, (f, path) in enumerate(zip(feet, paths)):
         R_C, p_C = (np.asarray(x) for x in frame_pose(model, jnp.asarray(q), f))
         R_a = _z_to(ax[path[0]])
-        kw, tip = _chain(model, path, f, contact, q, R_C, p_C, R_a)
+        kw, tip = _chain(model, path, f, contact, R_C, p_C, R_a)
         chains.append(build_model(**{k_: np.asarray(v) for k_, v in kw.items() if k_ != "parent"},
                                   parent=kw["parent"], gravity=np.asarray(model.gravity), frames=[tip],
                                   body_names=[model.body_names[b] for b in path[::-1]],
