@@ -165,6 +165,15 @@ def constraint_bias(cm: ClosedModel, q, qd):
                             for i in range(len(cm.kinds))])
 
 
+def _rows_target(cm, q, qd, K, stabilization):
+    """The right side of K qdd = rhs: -k (q, qd), minus 2 alpha K qd + beta^2 r with Baumgarte gains."""
+    rhs = -constraint_bias(cm, q, qd)
+    if stabilization is not None:
+        alpha, beta = stabilization
+        rhs = rhs - 2.0 * alpha * (K @ qd) - beta ** 2 * constraint_residual(cm, q)
+    return rhs
+
+
 @partial(jax.jit, static_argnames=("method", "stabilization"))
 def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", stabilization=None):
     """Joint accelerations and constraint forces of a closed model.
@@ -185,9 +194,10 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
             raise ArgumentError(f"unknown constrained method {method!r} for a LeggedSystem; use 'lilly_orin' "
                                 "(Lilly and Orin's Type 1), 'rccfd', or 'schur' / 'kkt' (its closed form)")
         check_state(cm.model, q=q, qd=qd, tau=tau)
-        qdd, lam, residual, A = legged_forward_dynamics(cm, q, qd, tau, method, stabilization)
+        qdd, lam, A = legged_forward_dynamics(cm, q, qd, tau, method, stabilization)
+        K = constraint_jacobian(cm.closed, q)                  # the feet's rows, to report the residual
         rank, cond = diagnostics(A)
-        return ConstrainedResult(qdd, lam, residual, rank, cond)
+        return ConstrainedResult(qdd, lam, K @ qdd - _rows_target(cm.closed, q, qd, K, stabilization), rank, cond)
     if isinstance(cm, GraspSystem):
         if method not in ("rccfd", "lilly_orin"):
             raise ArgumentError(f"a GraspSystem is solved by method='rccfd' or 'lilly_orin', got {method!r} (for "
@@ -210,11 +220,7 @@ def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", st
     model = cm.model
     check_state(model, q=q, qd=qd, tau=tau)
     K = constraint_jacobian(cm, q)
-    k = constraint_bias(cm, q, qd)
-    rhs = -k
-    if stabilization is not None:
-        alpha, beta = stabilization
-        rhs = rhs - 2.0 * alpha * (K @ qd) - beta ** 2 * constraint_residual(cm, q)
+    rhs = _rows_target(cm, q, qd, K, stabilization)
     A = delassus(cm, q)
     eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
     if method == "schur":

@@ -42,10 +42,10 @@ import numpy as np
 
 from ..dynamics.rnea import joint_wrenches
 from ..errors import ModelError
-from ..kinematics import frame_classical_acceleration, frame_pose, frame_velocity
+from ..kinematics import frame_pose, frame_velocity
 from ..model import joints as J
 from ..model.model import build_model, check_state
-from ..spatial.rotations import log3, rot_to_quat
+from ..spatial.rotations import rot_to_quat
 from .grasp import GraspSystem, grasp_system, lilly_orin_solve, rccfd_solve
 from .model import ClosedModel, Constraint, close_loops
 
@@ -252,9 +252,9 @@ def _to_chains(ls: LeggedSystem, q, qd, tau):
 def legged_forward_dynamics(ls: LeggedSystem, q, qd, tau, method="lilly_orin", stabilization=None):
     """Type 1 forward dynamics in the tree's coordinates.  q (nq,), qd (nv,), tau (nv,) of
     ``ls.model``.  Returns (qdd (nv,), lam (m,) ground reactions on the feet in world axes
-    [force] or [force; moment] at each foot, residual (m,) the feet's K qdd + k (minus the
-    Baumgarte target), the solved matrix (the body's 6 x 6 effective inertia for lilly_orin,
-    Omega for rccfd))."""
+    [force] or [force; moment] at each foot, the solved matrix (the body's 6 x 6 effective
+    inertia for lilly_orin, Omega for rccfd)).  The feet's residual is the closed form's
+    (:func:`jaxdyn.constrained_forward_dynamics`)."""
     m, gs, ell = ls.model, ls.gs, len(ls.feet)
     qs, vs, ts, free = _to_chains(ls, q, qd, tau)
     solve = lilly_orin_solve if method == "lilly_orin" else rccfd_solve
@@ -281,13 +281,4 @@ def legged_forward_dynamics(ls: LeggedSystem, q, qd, tau, method="lilly_orin", s
     lam = jax.vmap(ground)(gs.arms, qc, vc, qdd_c, sol.lam)
     rows = 3 if ls.contact == "point" else 6
     lam = lam[:, :rows].reshape(-1)
-    lwa = "local_world_aligned"
-    feet = jnp.asarray(ls.feet)
-    res = jax.vmap(lambda f: frame_classical_acceleration(m, q, qd, qdd, f, lwa))(feet)
-    if stabilization is not None:
-        a_, b_ = stabilization
-        R, p = jax.vmap(lambda f: frame_pose(m, q, f))(feet)
-        err = jnp.concatenate([p - ls.closed.world_p, jax.vmap(lambda a, b: log3(a @ b.T))(R, ls.closed.world_R)], 1)
-        vel = jax.vmap(lambda f: frame_velocity(m, q, qd, f, lwa))(feet)
-        res = res + 2.0 * a_ * vel + b_ ** 2 * err
-    return qdd, lam, res[:, :rows].reshape(-1), sol.system
+    return qdd, lam, sol.system
