@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ._typing import Configuration, Tangent
 from . import spatial as sp
 from .model.configuration import gather
 from .model.joints import jcalc
@@ -67,7 +68,7 @@ def root_transforms(model: Model, Xup):
 
 
 @jax.jit
-def forward_kinematics(model: Model, q):
+def forward_kinematics(model: Model, q: Configuration):
     """World placements of all bodies: R (nb, 3, 3) body->world rotations, p (nb, 3) origins."""
     check_state(model, q=q)
     Xup, _ = joint_transforms(model, q)
@@ -110,7 +111,7 @@ def frame_X0(model, X0, fid):
     return sp.compose(sp.Transform(model.frame_E[fid], model.frame_r[fid]), Xb), b
 
 
-def frame_pose(model: Model, q, name):
+def frame_pose(model: Model, q: Configuration, name):
     """World pose of a named frame: (R (3, 3) frame->world rotation, p (3,) origin)."""
     check_state(model, q=q)
     fid = frame_index(model, name)
@@ -170,7 +171,7 @@ def change_reference(J0, Xf, reference):
     raise ValueError(f"reference must be one of {REFERENCES}, got {reference!r}")
 
 
-def frame_jacobian(model: Model, q, name, reference="world"):
+def frame_jacobian(model: Model, q: Configuration, name, reference="world"):
     """Jacobian (6, nv) of a named frame, rows [linear; angular] (Pinocchio's getFrameJacobian)."""
     check_state(model, q=q)
     fid = frame_index(model, name)
@@ -217,7 +218,7 @@ def _frame_motion(model, q, qd, qdd, name, reference, which):
     return to_pin_order(change_reference(m0[:, None], Xf, reference)[:, 0])
 
 
-def frame_velocity(model: Model, q, qd, name, reference="local"):
+def frame_velocity(model: Model, q: Configuration, qd: Tangent, name, reference="local"):
     """Spatial velocity (6,) [linear; angular] of a frame (Pinocchio's getFrameVelocity)."""
     check_state(model, q=q, qd=qd)
     return _frame_motion(model, q, qd, None, name, reference, "v")

@@ -24,12 +24,30 @@ def write_trajectory_csv(path, t, Q, V, Tau):
     np.savetxt(path, np.column_stack([t, Q, V, Tau]), delimiter=",", header=header, comments="", fmt="%.10g")
 
 
-def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, other_label=None, other_t=None):
-    """One panel per column of series (N, n) against t (N,) (three panels a row), with an
-    optional dashed comparison ``other`` (M, n) against ``other_t`` (default t); PNG at path."""
-    import matplotlib
+PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'jaxdyn[plot]')"
+"""The summary line the CLIs write instead of their figures when matplotlib is missing."""
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend, or None when matplotlib is not installed
+    (plotting is the optional ``plot`` extra; the CLIs then write their CSV files and summary
+    and say :data:`PLOTS_SKIPPED`)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    return plt
+
+
+def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, other_label=None, other_t=None):
+    """One panel per column of series (N, n) against t (N,) (three panels a row), with an
+    optional dashed comparison ``other`` (M, n) against ``other_t`` (default t); PNG at path.
+    Returns False (and writes nothing) without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
     ncol = series.shape[1]
     cols = 3 if ncol > 3 else max(ncol, 1)
     rows = max(int(np.ceil(ncol / cols)), 1)
@@ -50,13 +68,15 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+    return True
 
 
 def plot_curve(path, title, y, xlabel, ylabel):
-    """A loss / cost history y (K,) on a log axis (shifted to positive if it reaches <= 0)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """A loss / cost history y (K,) on a log axis (shifted to positive if it reaches <= 0).
+    Returns False (and writes nothing) without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
     y = np.asarray(y)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.semilogy(np.arange(len(y)), np.maximum(y - y.min() + 1e-12, 1e-12) if y.min() <= 0 else y)
@@ -67,17 +87,17 @@ def plot_curve(path, title, y, xlabel, ylabel):
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+    return True
 
 
 def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wall, drift=None):
     """Q, V, Tau: (batch, steps + 1, n).  Writes files for copy 0; returns the summary text.
     ``drift`` (steps + 1,): max |constraint residual| per sample of a closed model (plotted)."""
     import jax
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     import jaxdyn
+
+    plt = pyplot()
 
     os.makedirs(out, exist_ok=True)
     q, v, tau = Q[0], V[0], Tau[0]
@@ -89,8 +109,9 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
 
     def panels(title, series, ylabel, fname, desired=None):
         """One panel per column (Figs. 4-6): series (steps + 1, n), optional dashed desired."""
-        plot_columns(os.path.join(out, fname), title, t, series, ylabel, other=desired, other_label="desired (eq. 18)")
-        files.append(fname)
+        if plot_columns(os.path.join(out, fname), title, t, series, ylabel, other=desired,
+                        other_label="desired (eq. 18)"):
+            files.append(fname)
 
     qlabel = (lambda j: f"joint {j + 1} ({_unit(model, j)[0]})") if n == nv else (lambda j: f"q[{j}]")
     panels(f"{cfg['name']}: joint positions ({model.name})", q, qlabel, "joints.png", qdes)
@@ -98,7 +119,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         panels(f"{cfg['name']}: joint torques / forces", tau, lambda j: f"tau {j + 1} ({_unit(model, j)[2]})",
                "torques.png")
 
-    if model.frame_names:  # the DH "ee" frame, else the last body
+    if plt is not None and model.frame_names:  # the DH "ee" frame, else the last body
         name = "ee" if "ee" in model.frame_names else model.body_names[-1]
         fid = model.frame_id(name)
         pos = jax.vmap(lambda qq: jaxdyn.frame_pose(model, qq, fid)[1])
@@ -119,7 +140,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         plt.close(fig)
         files.append("ee.png")
 
-    if drift is not None:
+    if plt is not None and drift is not None:
         fig, ax = plt.subplots(figsize=(6, 3.2))
         ax.semilogy(t, np.maximum(drift, 1e-18))
         ax.set_xlabel("time (s)")
@@ -148,6 +169,8 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     if Q.shape[0] > 1:
         spread = np.abs(Q[:, -1] - Q[0, -1]).max()
         lines.append(f"batch spread  max |q_k(T) - q_0(T)| = {spread:.3e}")
+    if plt is None:
+        lines.append(PLOTS_SKIPPED)
     lines.append(f"output        {os.path.abspath(out)}: {', '.join(files)}")
     text = "\n".join(lines)
     with open(os.path.join(out, "summary.txt"), "w") as fh:

@@ -1,38 +1,30 @@
 """Strict test config: float64 on, rank promotion raises (as DESIGN.md asks)."""
 import os
 
-import jax
+# Test-only XLA:CPU compile flags, set before JAX starts its backend.  The suite is dominated
+# by compiling many small programs that then run on a few states, so it trades generated-code
+# speed for compile speed: no fusion emitters, LLVM at -O0 without its expensive passes.  This
+# halves the suite's wall time; results are IEEE-identical up to rounding (no fast-math), far
+# below every tolerance.  Benchmarks and users keep XLA's defaults.
+TEST_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0 "
+                  "--xla_llvm_disable_expensive_passes=true")
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + TEST_XLA_FLAGS).strip()
+
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 
-from jaxdyn.io.named import example_robot_data_dir  # noqa: E402
-
-ROBOTS_DIR = example_robot_data_dir()
-
-URDFS = {
-    "panda": ("panda_description/urdf/panda.urdf", False),
-    "ur5": ("ur_description/urdf/ur5_robot.urdf", False),
-    "anymal_c": ("anymal_c_simple_description/urdf/anymal.urdf", True),
-    "talos_reduced": ("talos_data/robots/talos_reduced.urdf", True),
-    "g1": ("g1_description/urdf/g1_29dof_rev_1_0.urdf", True),
-}
-
-
-def urdf_path(name):
-    if ROBOTS_DIR is None:
-        pytest.skip("example-robot-data not installed")
-    return os.path.join(ROBOTS_DIR, URDFS[name][0])
+from helpers import URDFS, urdf_path  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def robot_pair():
-    """(jaxdyn model, pinocchio model) by name, cached."""
-    import pinocchio as pin
+    """(jaxdyn model, pinocchio model) by name, cached (tests that use it skip without Pinocchio)."""
+    pin = pytest.importorskip("pinocchio")
     import jaxdyn
     cache = {}
 
@@ -48,36 +40,26 @@ def robot_pair():
     return get
 
 
-def close(a, b, rtol=1e-10, err=""):
-    """|a - b| <= rtol * max(1, max|b|) elementwise (relative to the reference's scale)."""
-    b = np.asarray(b)
-    scale = max(1.0, float(np.abs(b).max()))
-    np.testing.assert_allclose(np.asarray(a), b, atol=rtol * scale, rtol=0, err_msg=err)
-
-
-def rng_states(model, pm, n, seed=0):
-    """n random (q, v, a, tau) with q from Pinocchio's randomConfiguration (finite limits)."""
-    import pinocchio as pin
-    rng = np.random.default_rng(seed)
-    out = []
-    lo, hi = pm.lowerPositionLimit.copy(), pm.upperPositionLimit.copy()
-    lo[~np.isfinite(lo)] = -1.0
-    hi[~np.isfinite(hi)] = 1.0
-    lo = np.maximum(lo, -3.0); hi = np.minimum(hi, 3.0)
-    for _ in range(n):
-        q = pin.randomConfiguration(pm, lo, hi)
-        v = rng.normal(size=pm.nv)
-        a = rng.normal(size=pm.nv)
-        tau = rng.normal(size=pm.nv) * 5
-        out.append((q, v, a, tau))
-    return out
-
-
 try:  # Pinocchio's numpy views alias C++ memory; copies keep JAX away from freed buffers
     import eigenpy
     eigenpy.sharedMemory(False)
 except Exception:  # pragma: no cover
     pass
+
+
+@pytest.fixture(autouse=True)
+def _named_errors(request):
+    """Tests marked ``named_errors`` check the ShapeError / ArgumentError that a user sees, who
+    runs without the test run's jaxtyping checks (which would raise first): turn them off."""
+    if request.node.get_closest_marker("named_errors") is None:
+        yield
+        return
+    import jaxtyping
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -5,6 +5,8 @@ import pytest
 import jaxdyn
 from jaxdyn.errors import DHError, ModelError, ShapeError, URDFError
 
+pytestmark = pytest.mark.named_errors
+
 
 def base_args(nb=3):
     return dict(parent=[-1, 0, 1][:nb], jtype=["revolute"] * nb, Xtree_E=np.tile(np.eye(3), (nb, 1, 1)),

@@ -11,13 +11,11 @@ import textwrap
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pinocchio as pin
 import pytest
 
 import jaxdyn
-from conftest import close, rng_states
+from helpers import close, rng_states
 from jaxdyn import aba_batch
-from pinutil import align_rub_axes, to_pinocchio
 
 B = 37
 KW = dict(chunk=16)
@@ -30,6 +28,7 @@ def _batch(states):
 @pytest.mark.parametrize("name", ["panda", "anymal_c", "talos_reduced"])
 def test_aba_batch_equals_pinocchio(robot_pair, name):
     """Per state, with f_ext on every body (Pinocchio's local frame) — fixed and floating bases."""
+    pin = pytest.importorskip("pinocchio")
     m, pm = robot_pair(name)
     pd = pm.createData()
     q, v, _, tau = _batch(rng_states(m, pm, B, seed=5))
@@ -44,6 +43,8 @@ def test_aba_batch_equals_pinocchio(robot_pair, name):
 @pytest.mark.parametrize("floating", [True, False])
 def test_aba_batch_random_tree_all_joint_types(floating):
     """Spherical/planar/helical/prismatic joints (k = 3 slots in the scan), against Pinocchio."""
+    pin = pytest.importorskip("pinocchio")
+    from pinutil import align_rub_axes, to_pinocchio
     m = align_rub_axes(jaxdyn.robots.random_tree(12, 0.5, 4 if floating else 11, floating_base=floating))
     pm = to_pinocchio(m)
     pd = pm.createData()
@@ -94,6 +95,7 @@ def test_aba_batch_gradients_match_aba(robot_pair):
     close(jax.jvp(ours, args, dirs)[1], jax.jvp(ref, args, dirs)[1], 1e-9)
 
 
+@pytest.mark.named_errors
 def test_aba_batch_bad_input_and_singular():
     m = jaxdyn.robots.puma560()
     q = jnp.zeros((4, m.nq))

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from conftest import close, urdf_path
-from pinutil import pin_constraint_dynamics, pin_twin_constraints
+from helpers import close, urdf_path
 from jaxdyn.errors import ModelError
 
 pin = pytest.importorskip("pinocchio")
+from pinutil import pin_constraint_dynamics, pin_twin_constraints  # noqa: E402
 
 
 def _pin_constraints(m, pm, cm, q, kinds_frames):

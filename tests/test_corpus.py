@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from conftest import ROBOTS_DIR
+from helpers import ROBOTS_DIR
 
 pin = pytest.importorskip("pinocchio")
 N_STATES = 2

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from conftest import close, rng_states
+from helpers import close, rng_states
 from jaxdyn.errors import ArgumentError, ShapeError
 
 pin = pytest.importorskip("pinocchio")

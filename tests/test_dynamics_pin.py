@@ -1,11 +1,12 @@
 """RNEA, CRBA, ABA, M^-1, h, g, energies, momentum against Pinocchio (<= 1e-10 relative, f64)."""
 import jax
 import numpy as np
-import pinocchio as pin
 import pytest
 
+pin = pytest.importorskip("pinocchio")
+
 import jaxdyn
-from conftest import close, rng_states
+from helpers import close, rng_states
 from pinutil import align_rub_axes, to_pinocchio
 
 

@@ -6,7 +6,7 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxdyn
-from conftest import urdf_path
+from helpers import urdf_path
 
 
 def models():

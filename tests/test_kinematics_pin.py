@@ -2,11 +2,12 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pinocchio as pin
 import pytest
 
+pin = pytest.importorskip("pinocchio")
+
 import jaxdyn
-from conftest import rng_states
+from helpers import rng_states
 from pinutil import align_rub_axes, to_pinocchio
 
 REFS = {"world": pin.ReferenceFrame.WORLD, "local": pin.ReferenceFrame.LOCAL,

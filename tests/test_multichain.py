@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from conftest import close, urdf_path
+from helpers import close, urdf_path
 from jaxdyn.errors import ArgumentError, ConfigError, ModelError
 
 pin = pytest.importorskip("pinocchio")

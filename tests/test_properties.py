@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 import jaxdyn
-from conftest import close
+from helpers import close
 
 
 @jax.jit

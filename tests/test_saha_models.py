@@ -1,4 +1,6 @@
 """Saha Table II robots: hand-derived end-effector positions, planar 3R closed-form M and h."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -32,7 +34,8 @@ def test_puma_inertias_are_physical_and_match_table_magnitudes():
         lam = np.linalg.eigvalsh(np.asarray(m.inertia[i]))
         assert lam.min() > 0
         assert lam[0] + lam[1] >= lam[2]
-    printed = np.abs(np.asarray(jaxdyn.robots.__dict__["puma560"].__globals__["_PUMA"]["inertia_printed"]))
+    table = vars(sys.modules[jaxdyn.robots.puma560.__module__])["_PUMA"]     # the module's printed table
+    printed = np.abs(np.asarray(table["inertia_printed"]))
     for i in range(6):
         np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(np.asarray(m.inertia[i]))), np.sort(printed[i]),
                                    atol=1e-12)

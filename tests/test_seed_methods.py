@@ -9,11 +9,10 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pinocchio as pin
 import pytest
 
 import jaxdyn
-from conftest import close, rng_states
+from helpers import close, rng_states
 
 METHODS = ("udut", "operator_fd1", "operator_fd2", "operator_fd3", "operator_fd4", "virtual_work")
 
@@ -62,6 +61,7 @@ def test_methods_equal_aba_builtin(name):
 
 @pytest.mark.parametrize("name", ["panda", "anymal_c", "talos_reduced"])
 def test_methods_equal_aba_urdf(robot_pair, name):
+    pin = pytest.importorskip("pinocchio")
     m, pm = robot_pair(name)
     st = rng_states(m, pm, 3, seed=2)
     q = jnp.asarray(np.stack([s[0] for s in st]))

@@ -157,3 +157,20 @@ def test_cli_main_job_writes_outputs(tmp_path):
     r = subprocess.run([sys.executable, "-m", "jaxdyn.cli", "simulate", str(tmp_path / "nope.toml")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "not found" in r.stderr
+
+
+def test_cli_without_matplotlib_writes_data_and_says_plots_skipped(tmp_path, monkeypatch):
+    """Plotting is the optional ``plot`` extra: with matplotlib unimportable the main job still
+    writes the trajectory and the summary, names no figure, and says why."""
+    from jaxdyn.cli import main
+    from jaxdyn.output import PLOTS_SKIPPED
+    monkeypatch.setitem(sys.modules, "matplotlib", None)       # `import matplotlib` raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    cfg = tmp_path / "short.toml"
+    cfg.write_text('[robot]\nname = "planar3"\n[simulation]\nT = 0.05\ndt = 0.01\nintegrator = "rk4"\n')
+    out = tmp_path / "out"
+    assert main(["simulate", str(cfg), "--out", str(out)]) == 0
+    assert np.loadtxt(out / "trajectory.csv", delimiter=",", skiprows=1).shape == (6, 10)
+    summary = (out / "summary.txt").read_text()
+    assert PLOTS_SKIPPED in summary and ".png" not in summary
+    assert not list(out.glob("*.png"))

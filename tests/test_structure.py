@@ -97,3 +97,20 @@ def test_every_public_module_level_function_and_class_has_a_docstring():
                     and not ast.get_docstring(node):
                 missing.append(f"{m}.{node.name}")
     assert not missing, missing
+
+
+def test_shape_annotations_are_checked_in_the_test_run():
+    """The jaxtyping import hook (pyproject's ``--jaxtyping-packages``) instruments jaxdyn: an
+    argument that breaks an annotation raises jaxtyping's TypeCheckError before any jaxdyn code
+    runs (here qd and tau of different lengths, both annotated ``nv``; and a rank-2 q)."""
+    import jax.numpy as jnp
+    import pytest
+    from jaxtyping import TypeCheckError
+    m = jaxdyn.robots.puma560()
+    q = jnp.zeros(m.nq)
+    with pytest.raises(TypeCheckError, match="nv"):
+        jaxdyn.rnea(m, q, jnp.zeros(m.nv), jnp.zeros(m.nv + 1))
+    with pytest.raises(TypeCheckError):
+        jaxdyn.crba(m, jnp.zeros((2, m.nq)))
+    with pytest.raises(TypeCheckError):
+        jaxdyn.aba_batch(m, jnp.zeros((4, m.nq)), jnp.zeros((4, m.nv)), jnp.zeros((3, m.nv)))

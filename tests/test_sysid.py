@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from conftest import close, rng_states
+from helpers import close, rng_states
 
 pin = pytest.importorskip("pinocchio")
 from pinutil import align_rub_axes, to_pinocchio  # noqa: E402

@@ -233,12 +233,9 @@ def run(args) -> int:
 
 
 def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
-    from ..output import plot_columns, plot_curve
+    from ..output import PLOTS_SKIPPED, plot_columns, plot_curve, pyplot
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "parameters.csv"), "w") as fh:
         fh.write("body,parameter,true,start,identified\n")
@@ -249,6 +246,14 @@ def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, t
     np.savetxt(os.path.join(out, "base_parameters.csv"),
                np.column_stack([np.arange(pib_true.size), pib_true, pib_ls, pib_c]), delimiter=",",
                header="index,true,least_squares,consistent", comments="", fmt="%.10g")
+    plt = pyplot()
+    with open(os.path.join(out, "summary.txt"), "w") as fh:
+        fh.write("\n".join(lines + (["files: parameters.csv, base_parameters.csv, params.png, residuals.png, "
+                                     "loss.png, summary.txt"] if plt is not None else
+                                    [PLOTS_SKIPPED, "files: parameters.csv, base_parameters.csv, summary.txt"]))
+                 + "\n")
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(max(6, 0.25 * pib_true.size), 3.5))
     x = np.arange(pib_true.size)
     ax.bar(x - 0.25, pib_true, 0.25, label="true")
@@ -264,6 +269,3 @@ def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, t
                  lambda j: f"tau{j + 1} error", label="least squares", other=res_c, other_label="consistent")
     plot_curve(os.path.join(out, "loss.png"), f"{name}: consistent refinement", hist, "L-BFGS iteration",
                "weighted torque loss")
-    with open(os.path.join(out, "summary.txt"), "w") as fh:
-        fh.write("\n".join(lines + ["files: parameters.csv, base_parameters.csv, params.png, residuals.png, "
-                                    "loss.png, summary.txt"]) + "\n")

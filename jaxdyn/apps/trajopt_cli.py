@@ -230,15 +230,16 @@ def run(args) -> int:
 def _write(out, name, dt, Q, V, U, hist, cyc, lines):
     import numpy as np
 
-    from ..output import plot_columns, plot_curve, write_trajectory_csv
+    from ..output import PLOTS_SKIPPED, plot_columns, plot_curve, write_trajectory_csv
     os.makedirs(out, exist_ok=True)
     t = np.arange(Q.shape[0]) * dt
     Uf = np.vstack([U, U[-1:]])
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, Q, V, Uf)
-    plot_curve(os.path.join(out, "cost.png"), f"{name}: cost curve", hist, "iteration",
-               "objective (augmented Lagrangian)")
+    plotted = plot_curve(os.path.join(out, "cost.png"), f"{name}: cost curve", hist, "iteration",
+                         "objective (augmented Lagrangian)")
     plot_columns(os.path.join(out, "joints.png"), f"{name}: q", t, Q, lambda j: f"q{j + 1}", label="optimized")
     plot_columns(os.path.join(out, "torques.png"), f"{name}: tau", t, Uf, lambda j: f"tau{j + 1}", label="optimized",
                  other=cyc, other_label="cycloidal", other_t=t[:-1])
     with open(os.path.join(out, "summary.txt"), "w") as fh:
-        fh.write("\n".join(lines + ["files: trajectory.csv, cost.png, joints.png, torques.png, summary.txt"]) + "\n")
+        fh.write("\n".join(lines + (["files: trajectory.csv, cost.png, joints.png, torques.png, summary.txt"]
+                                     if plotted else [PLOTS_SKIPPED, "files: trajectory.csv, summary.txt"])) + "\n")

@@ -175,7 +175,8 @@ def _rows_target(cm, q, qd, K, stabilization):
 
 
 @partial(jax.jit, static_argnames=("method", "stabilization"))
-def constrained_forward_dynamics(cm: ClosedModel, q, qd, tau, method="schur", stabilization=None):
+def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q, qd, tau, method="schur",
+                                 stabilization=None):
     """Joint accelerations and constraint forces of a closed model.
 
     Args: cm a :class:`ClosedModel` (``method`` "schur" | "kkt") or a

@@ -49,7 +49,7 @@ unit diagonal in the small solves), so the arms stay vmapped.
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, no_type_check
 
 import jax
 import jax.numpy as jnp
@@ -89,19 +89,21 @@ def contact_spaces(kinds):
     return tuple(np.asarray(x) for x in (phi, phic, mf, mc))
 
 
+@no_type_check  # a pytree node: JAX rebuilds it with arbitrary leaves (tracers, None,
+# sentinels) inside transformations, so the field annotations document, they are not checked
 @dataclasses.dataclass(frozen=True)
 class GraspSystem:
     """ell arms of one structure holding an object (see the module docstring)."""
     obj: object                 # Model: free-flyer root (+ rigidly attached bodies), grasp frames
     arms: object                # stacked Model, leading axis ell
     tip: int                    # tip frame index in the arm model
-    grasp_frames: Tuple[int, ...]   # frame index of each grasp in the object model
+    grasp_frames: tuple[int, ...]   # frame index of each grasp in the object model
     n_arms: int
-    contacts: Tuple[str, ...] = ()  # contact kind per grasp (CONTACTS); () means all "weld"
+    contacts: tuple[str, ...] = ()  # contact kind per grasp (CONTACTS); () means all "weld"
     tree: object = None             # Model: object and arms as one forest (state layout, integration)
 
     @property
-    def kinds(self) -> Tuple[str, ...]:
+    def kinds(self) -> tuple[str, ...]:
         """Contact kind of each grasp."""
         return self.contacts or ("weld",) * self.n_arms
 

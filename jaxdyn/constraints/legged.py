@@ -34,7 +34,7 @@ hips revolute without armature; other leg joints revolute, prismatic or helical.
 from __future__ import annotations
 
 import dataclasses
-from typing import Tuple
+from typing import no_type_check
 
 import jax
 import jax.numpy as jnp
@@ -52,6 +52,8 @@ from .model import ClosedModel, Constraint, close_loops
 _REVERSIBLE = (J.REVOLUTE, J.PRISMATIC, J.HELICAL)
 
 
+@no_type_check  # a pytree node: JAX rebuilds it with arbitrary leaves (tracers, None,
+# sentinels) inside transformations, so the field annotations document, they are not checked
 @dataclasses.dataclass(frozen=True)
 class LeggedSystem:
     """A floating body on ell legs held on the ground (see the module docstring).  ``gs``: the
@@ -59,13 +61,13 @@ class LeggedSystem:
     :class:`ClosedModel` (tree + foot constraints; "schur" / "kkt" / rollouts)."""
     gs: GraspSystem
     closed: ClosedModel
-    feet: Tuple[int, ...]               # foot frame indices in closed.model
+    feet: tuple[int, ...]               # foot frame indices in closed.model
     contact: str                        # "point" | "weld"
-    root_q: Tuple[int, ...]             # (7,) q indices of the body's free flyer
-    root_v: Tuple[int, ...]             # (6,)
-    leg_q: Tuple[Tuple[int, ...], ...]  # (ell, n - 1) q indices of the re-rooted joints, chain order
-    leg_v: Tuple[Tuple[int, ...], ...]
-    hip_v: Tuple[int, ...]              # (ell,) v index of each hip
+    root_q: tuple[int, ...]             # (7,) q indices of the body's free flyer
+    root_v: tuple[int, ...]             # (6,)
+    leg_q: tuple[tuple[int, ...], ...]  # (ell, n - 1) q indices of the re-rooted joints, chain order
+    leg_v: tuple[tuple[int, ...], ...]
+    hip_v: tuple[int, ...]              # (ell,) v index of each hip
 
     @property
     def model(self):

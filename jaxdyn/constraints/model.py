@@ -22,7 +22,7 @@ and adds the contact frames to the model as named frames ``"<name>:a"`` / ``"<na
 from __future__ import annotations
 
 import dataclasses
-from typing import Tuple
+from typing import no_type_check
 
 import jax
 import jax.numpy as jnp
@@ -50,20 +50,22 @@ class Constraint:
         return KINDS[self.kind] if self.kind != "subspace" else int(np.shape(self.subspace)[1])
 
 
+@no_type_check  # a pytree node: JAX rebuilds it with arbitrary leaves (tracers, None,
+# sentinels) inside transformations, so the field annotations document, they are not checked
 @dataclasses.dataclass(frozen=True)
 class ClosedModel:
     """A Model with loop-closure constraints.  ``model`` carries the contact frames;
     ``frames_a`` / ``frames_b`` are their frame indices (-1 for a world-fixed b with pose
     ``world_R`` / ``world_p``); ``kinds`` and ``rows`` are static."""
     model: object
-    kinds: Tuple[str, ...]
-    frames_a: Tuple[int, ...]
-    frames_b: Tuple[int, ...]
+    kinds: tuple[str, ...]
+    frames_a: tuple[int, ...]
+    frames_b: tuple[int, ...]
     world_R: jax.Array      # (nc, 3, 3) pose of world-fixed contact frames b (identity otherwise)
     world_p: jax.Array      # (nc, 3)
     phis: tuple             # per constraint (6, r) subspace in frame-A axes (revolute, subspace)
-    names: Tuple[str, ...]
-    rows: Tuple[int, ...]
+    names: tuple[str, ...]
+    rows: tuple[int, ...]
 
     @property
     def m(self) -> int:

@@ -25,14 +25,17 @@ from jax import lax
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
+from .._typing import BodyWrenches, Configuration, Gravity, Tangent
 from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .batch import aba_batch
 from .rnea import rnea_core
+from ..spatial.linalg import mm, tr
+from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
 from .common import (body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
-                     pd_inverse, per_body, scatter_dofs)
+                     per_body, scatter_dofs)
 
 
 class ABAFactor(NamedTuple):
@@ -47,64 +50,37 @@ class ABAFactor(NamedTuple):
     IA: jax.Array     # (nb, 6, 6) articulated inertias
 
 
-def _aba_pass1_step(v_p, x):
-    """v_i = Xup v_p + S qd;  c_i = v_i x (S qd);  pA_i = v_i x* I v_i - f_ext_i."""
-    X, S, qd, I6, fx = x
-    vJ = S @ qd
-    v = sp.apply_motion(X, v_p) + vJ
-    c = sp.cross_motion(v, vJ)
-    pA = sp.cross_force(v, I6 @ v) - fx
-    return v, (c, pA)
-
-
-def _aba_pass2_step(IA, x):
-    """U = IA S; D = S^T U (+ armature); Ia = IA - U D^-1 U^T; parent gets Xup^T Ia Xup."""
-    X6, S, pad, arm = x
-    U = IA @ S
-    D = S.T @ U + jnp.diag(arm + pad)
-    Dinv = pd_inverse(D)
-    Ia = IA - U @ Dinv @ U.T
-    return X6.T @ Ia @ X6, (U, D, Dinv)
-
-
 def aba_factor(model: Model, q) -> ABAFactor:
-    """Articulated inertias and joint-space pivots at configuration q."""
+    """Articulated inertias and joint-space pivots at configuration q (pass 2's
+    tau-independent part, :func:`jaxdyn.dynamics.aba_steps.inertia_step`)."""
     Xup, S = joint_transforms(model, q)
     X6 = jax.vmap(sp.to_matrix)(Xup)
     mask = dof_mask(model)
-    pad = 1.0 - mask
-    arm = per_body(model, model.armature) * mask
-    IA, (U, D, Dinv) = backward_sweep(_aba_pass2_step, model, body_inertia_matrices(model), (X6, S, pad, arm))
+    add = (1.0 - mask) + per_body(model, model.armature) * mask
+    IA, (U, D, Dinv, _, _) = backward_sweep(inertia_step, model, body_inertia_matrices(model),
+                                            (Xup.E, Xup.r, S, add))
     return ABAFactor(Xup, X6, S, U, D, Dinv, IA[:-1])
 
 
-def _aba_bias_step(pA, x):
-    """pa = pA + Ia c + U D^-1 u with u = tau - S^T pA; parent gets Xup^T pa."""
-    X6, S, U, Dinv, c, tau, IA = x
-    u = tau - S.T @ pA
-    Ia = IA - U @ Dinv @ U.T
-    pa = pA + Ia @ c + U @ (Dinv @ u)
-    return X6.T @ pa, u
-
-
-def _aba_pass3_step(a_p, x):
-    """qdd_i = D^-1 (u - U^T a');  a_i = a' + S qdd_i with a' = Xup a_p + c."""
-    X6, S, U, Dinv, u, c = x
-    a1 = X6 @ a_p + c
-    qdd = Dinv @ (u - U.T @ a1)
-    return a1 + S @ qdd, qdd
+def _bias_on_factor(pA, x):
+    """:func:`jaxdyn.dynamics.aba_steps.bias_step` with U D^-1 and Ia rebuilt from the factor."""
+    E, r, S, U, Dinv, c, tau, IA = x
+    UDinv = mm(U, Dinv)
+    return bias_step(pA, (E, r, S, UDinv, IA - mm(UDinv, tr(U)), c, tau))
 
 
 def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0):
     """Passes 2b and 3 of ABA for given bias terms c, pA (nb, 6), tau (nv,), base accel a0."""
     taub = per_body(model, tau)
-    IA_final, u = backward_sweep(_aba_bias_step, model, pA, (fac.X6, fac.S, fac.U, fac.Dinv, c, taub, fac.IA))
-    _, qddb = forward_sweep(_aba_pass3_step, model, a0, (fac.X6, fac.S, fac.U, fac.Dinv, u, c))
+    E, r = fac.Xup
+    _, u = backward_sweep(_bias_on_factor, model, pA, (E, r, fac.S, fac.U, fac.Dinv, c, taub, fac.IA))
+    _, qddb = forward_sweep(acceleration_step, model, a0, (E, r, fac.S, fac.U, fac.Dinv, u, c))
     return scatter_dofs(model, qddb * dof_mask(model)) + model.v_pad * tau
 
 
 @partial(jax.jit, static_argnames=('f_ext_frame',))
-def aba(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWrenches | None = None,
+        gravity: Gravity | None = None, f_ext_frame="local") -> Tangent:
     """Forward dynamics qdd = M^-1 (tau - h + J^T f_ext) by the articulated-body algorithm.
 
     Args as :func:`jaxdyn.rnea`.  Returns qdd (nv,).  Joint damping is not applied here (as in
@@ -245,6 +221,6 @@ def velocity_terms(model: Model, Xup, S, qd, f_ext=None, f_ext_frame="local"):
         X0 = world_transforms(model, Xup) if f_ext_frame == "world" else None
         fx = external_forces(model, f_ext, f_ext_frame, X0)
     I6 = body_inertia_matrices(model)
-    _, (c, pA) = forward_sweep(_aba_pass1_step, model, jnp.zeros(6, dt),
-                               (Xup, S, per_body(model, qd), I6, fx))
+    _, (c, pA) = forward_sweep(velocity_step, model, jnp.zeros(6, dt),
+                               (Xup.E, Xup.r, S, per_body(model, qd), I6, fx))
     return c, pA

@@ -2,28 +2,29 @@
 batch axis, the same algorithm as :func:`jaxdyn.aba` (Featherstone 2010 Fig. 9) in a layout chosen for
 XLA:CPU.
 
-Why a second formulation.  ``vmap(aba)`` turns every 6x6 product into a batched ``dot``, which
-XLA:CPU runs at ~0.3 µs per robot per product (B = 4096, f64).  Here per-body quantities are
-*batch-last*, ``(6, 6, C)`` with C robots on the minor axis, and every product is an explicit
-sum of broadcast multiplies: one vectorized loop over C.  Facts measured on this machine
-(2-core AMD EPYC, jax 0.10.2, f64) that shape the code:
+The layout.  ``vmap(aba)`` turns every 6x6 product into a batched ``dot``.  Here per-body
+quantities are *batch-last*, ``(6, 6, C)`` with C robots on the minor axis, and every product
+is an explicit sum of broadcast multiplies: one vectorized loop over C.  The algebra and the
+per-body steps are not repeated here: they are the component-first functions of
+:mod:`jaxdyn.spatial.linalg`, :mod:`jaxdyn.spatial.transforms` and
+:mod:`jaxdyn.dynamics.aba_steps`, shared with :func:`jaxdyn.aba`.  This module holds only
+what is specific to the layout on XLA:CPU (``docs/architecture.md``, "Layouts"; the
+measurements are in ``benchmarks/results/core.json``):
 
-* XLA fuses a product into the product that consumes it and then *recomputes* each element of
-  the inner product for every use (two chained 6x6 products fused: 0.46 µs/robot; with the
-  intermediate materialized: 0.12).  ``optimization_barrier`` is removed before fusion on CPU,
-  so :func:`_materialize` uses a ``lax.cond`` whose predicate XLA cannot fold.
-* X^T Ia X is done on 3x3 blocks with E and r (:func:`_XTIX`): ~230 multiplies instead of 432.
-* The legacy XLA:CPU loop emitters vectorize these fusions, the newer fusion emitters do not:
-  :data:`CPU_OPTIONS` (~2x).  A top-level ``aba_batch`` call uses them; inside your own jit,
+* :func:`_materialize`, the ``keep`` barrier after each product: XLA fuses a product into
+  the product that consumes it and then *recomputes* each element of the inner product for
+  every use.  ``optimization_barrier`` is removed before fusion on CPU, so it is a
+  ``lax.cond`` whose predicate XLA cannot fold.
+* :data:`CPU_OPTIONS`: the legacy XLA:CPU loop emitters vectorize these fusions, the newer
+  fusion emitters do not.  A top-level ``aba_batch`` call uses them; inside your own jit,
   pass ``compiler_options=jaxdyn.CPU_OPTIONS`` to that jit.
-* The batch runs in chunks of ``chunk`` robots (``lax.map``); the chunks are split over the
-  devices with ``shard_map``.  One XLA:CPU program runs on one core (measured: two independent
-  chunk loops in one program used 1.2 cores), so two cores need two host devices.
-
-A floating base (a FREE joint on body 0, the only root) is handled outside the scan, so the
-scanned bodies carry ``k`` = their own largest dof count (1 for humanoids and quadrupeds)
-instead of the free joint's 6, and their joint transforms are computed for their own joint
-types only.
+* Chunking and sharding: the batch runs in chunks of ``chunk`` robots (``lax.map``); the
+  chunks are split over the devices with ``shard_map``.  One XLA:CPU program runs on one
+  core, so two cores need two host devices.
+* A floating base (a FREE joint on body 0, the only root) is handled outside the scan, so the
+  scanned bodies carry ``k`` = their own largest dof count (1 for humanoids and quadrupeds)
+  instead of the free joint's 6, and their joint transforms are computed for their own joint
+  types only.
 
 Results equal Pinocchio's aba per state (tests/test_batch.py).  A singular articulated
 inertia (e.g. a massless leaf on a joint) gives NaN, as :func:`jaxdyn.aba`.
@@ -39,62 +40,21 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
+from .._typing import BatchConfiguration, BatchTangent, BatchWrenches, Gravity
+from .. import spatial as sp
 from ..errors import ArgumentError, ShapeError
 from ..model.model import Model, floating_root_layout
 from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
-from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, per_body,
-                     pd_inverse)
+from ..spatial.linalg import mv
+from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
+from .common import body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, per_body
 
-# ---------------------------------------------------------------- batch-last algebra (C minor)
-
-
-def _mm(a, b):
-    """(i, k, C) x (k, j, C) -> (i, j, C): explicit sum over k (one fused loop over C)."""
-    out = a[:, 0, None] * b[None, 0]
-    for k in range(1, a.shape[1]):
-        out = out + a[:, k, None] * b[None, k]
-    return out
-
-
-def _mv(a, v):
-    """(i, k, C) x (k, C) -> (i, C)."""
-    out = a[:, 0] * v[0][None]
-    for k in range(1, a.shape[1]):
-        out = out + a[:, k] * v[k][None]
-    return out
-
-
-def _T(a):
-    return jnp.swapaxes(a, 0, 1)
-
-
-def _skew_r(M, r):
-    """M @ skew(r): M (3, 3, C), r (3, C)."""
-    r = r[:, None]
-    return jnp.stack([M[:, 1] * r[2] - M[:, 2] * r[1], M[:, 2] * r[0] - M[:, 0] * r[2],
-                      M[:, 0] * r[1] - M[:, 1] * r[0]], 1)
-
-
-def _skew_l(r, M):
-    """skew(r) @ M: r (3, C), M (3, 3, C)."""
-    r = r[:, None]
-    return jnp.stack([r[1] * M[2] - r[2] * M[1], r[2] * M[0] - r[0] * M[2], r[0] * M[1] - r[1] * M[0]], 0)
-
-
-def _cross3(a, b):
-    return jnp.stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
-
-
-def _crm(v, m):
-    """v x m, motion vectors (6, C) angular-first."""
-    return jnp.concatenate([_cross3(v[:3], m[:3]), _cross3(v[:3], m[3:]) + _cross3(v[3:], m[:3])])
-
-
-def _crf(v, f):
-    """v x* f."""
-    return jnp.concatenate([_cross3(v[:3], f[:3]) + _cross3(v[3:], f[3:]), _cross3(v[:3], f[3:])])
+# ---------------------------------------------------------------- layout: fusion barriers
+# The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
+# (jaxdyn.dynamics.aba_steps) are component-first and shared with jaxdyn.aba; this module holds
+# the layout (C minor), the barriers between fused products, chunking and sharding.
 
 
 def _materialize(x, i):
@@ -105,74 +65,23 @@ def _materialize(x, i):
     return lax.cond(i >= 0, lambda x: x, lambda x: jax.tree_util.tree_map(jnp.zeros_like, x), x)
 
 
-def _inv(D):
-    """(k, k, C) SPD pivots -> inverse by :func:`pd_inverse` per robot (NaN where not
-    positive definite)."""
-    return jnp.moveaxis(pd_inverse(jnp.moveaxis(D, -1, 0)), 0, -1)
-
-
-# ---------------------------------------------------------------- Plücker transforms (E, r)
-# X = [[E, 0], [-E rx, E]] (jaxdyn.spatial.transforms): E (3, 3, C), r (3, C).
-
-
-def _Xm(E, r, m):
-    """X m (motion, parent -> body)."""
-    return jnp.concatenate([_mv(E, m[:3]), _mv(E, m[3:] - _cross3(r, m[:3]))])
-
-
-def _XTf(E, r, f, i):
-    """X^T f (force, body -> parent)."""
-    Etn, Etf = _materialize((_mv(_T(E), f[:3]), _mv(_T(E), f[3:])), i)
-    return jnp.concatenate([Etn + _cross3(r, Etf), Etf])
-
-
-def _XTIX(Ia, E, r, i):
-    """X^T Ia X for symmetric Ia (6, 6, C): rotate the 3x3 blocks by E, then shift by r
-    (X = blockdiag(E) [[1, 0], [-rx, 1]]); ~230 multiplies instead of 432, every product
-    materialized."""
-    Et = _T(E)
-    RtI = _materialize(jnp.concatenate([_mm(Et, Ia[:3]), _mm(Et, Ia[3:])], 0), i)
-    A1, B1, C1 = _materialize((_mm(RtI[:3, :3], E), _mm(RtI[:3, 3:], E), _mm(RtI[3:, 3:], E)), i)
-    TR = B1 + _skew_l(r, C1)
-    BL = _materialize(_T(B1) - _skew_r(C1, r), i)
-    TL = A1 - _skew_r(B1, r) + _skew_l(r, BL)
-    return jnp.concatenate([jnp.concatenate([TL, TR], 1), jnp.concatenate([_T(TR), C1], 1)], 0)
-
-
-# ---------------------------------------------------------------- the three passes (per body)
-
-
-def _pass1(v_p, x):
-    """v = X v_p + S qd;  c = v x S qd;  pA = v x* I v - f_ext."""
-    i, E, r, S, qd, I6, fx = x
-    vJ = _mv(S, qd)
-    v, vJ = _materialize((_Xm(E, r, v_p) + vJ, vJ), i)
-    Iv = _materialize(_mv(I6, v), i)
-    return v, (_crm(v, vJ), _crf(v, Iv) - fx)
+def _kept(step):
+    """A per-body step of :mod:`jaxdyn.dynamics.aba_steps` whose inputs start with the scan
+    index ``i``, run with :func:`_materialize` at ``i`` as its ``keep``."""
+    def run(carry, x):
+        i, rest = x[0], x[1:]
+        return step(carry, rest, partial(_materialize, i=i))
+    return run
 
 
 def _pass2(acc, x):
-    """Articulated inertia and bias force together (one sweep):  U = IA S;  D = S^T U
-    (+ armature);  Ia = IA - U D^-1 U^T;  u = tau - S^T pA;  pa = pA + Ia c + U D^-1 u;
-    the parent gets X^T Ia X and X^T pa."""
+    """Articulated inertia and bias force together (one sweep; the two parts of pass 2)."""
     IA, pA = acc
-    i, E, r, S, padarm, c, tau = x
-    U = _materialize(_mm(IA, S), i)
-    D = _mm(_T(S), U) + padarm[:, None] * jnp.eye(S.shape[1], dtype=IA.dtype)[..., None]
-    Dinv = _inv(D)
-    UDinv = _materialize(_mm(U, Dinv), i)
-    Ia = _materialize(IA - _mm(UDinv, _T(U)), i)
-    u = _materialize(tau - _mv(_T(S), pA), i)
-    pa = _materialize(pA + _mv(Ia, c) + _mv(UDinv, u), i)
-    return (_XTIX(Ia, E, r, i), _XTf(E, r, pa, i)), (U, Dinv, u)
-
-
-def _pass3(a_p, x):
-    """a' = X a_p + c;  qdd = D^-1 (u - U^T a');  a = a' + S qdd."""
-    i, E, r, S, U, Dinv, u, c = x
-    a1 = _materialize(_Xm(E, r, a_p) + c, i)
-    qdd = _materialize(_mv(Dinv, u - _mv(_T(U), a1)), i)
-    return a1 + _mv(S, qdd), qdd
+    i, E, r, S, add, c, tau = x
+    keep = partial(_materialize, i=i)
+    IAp, (U, _, Dinv, UDinv, Ia) = inertia_step(IA, (E, r, S, add), keep)
+    pAp, u = bias_step(pA, (E, r, S, UDinv, Ia, c, tau), keep)
+    return (IAp, pAp), (U, Dinv, u)
 
 
 class _Tree(NamedTuple):
@@ -224,24 +133,20 @@ def _aba_chunk(model: Model, q, qd, tau, fx, a0, consts, free, k, types):
     idx = jnp.arange(nb - o, dtype=jnp.int32)
     if free:   # root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
         E0, r0, S0 = (a[0] for a in _joint_transforms(model, q, slice(0, 1), (J.FREE,), 6))
-        v0 = _mv(S0, qdb[0])
-        pA0 = _crf(v0, _mv(I6[0], v0)) - fx[0]
+        v0 = mv(S0, qdb[0])
+        pA0 = sp.cross_force(v0, mv(I6[0], v0)) - fx[0]
     else:
         v0 = jnp.zeros((6, C), dt)
-    _, (c, pA) = forward_sweep(_pass1, tree, v0, (idx, E1, r1, S1, qdb[o:, :k], I6[o:], fx[o:]))
+    _, (c, pA) = forward_sweep(_kept(velocity_step), tree, v0, (idx, E1, r1, S1, qdb[o:, :k], I6[o:], fx[o:]))
     IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6, C))
     (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2, tree, (IA0, pA),
                                                  (idx, E1, r1, S1, padarm[o:, :k], c, taub[o:, :k]))
     a0b = jnp.broadcast_to(a0[:, None], (6, C))
-    if free:   # root (free joint, S0 square): qdd0 = D0^-1 (u0 - U0^T X0 a0);  Ia0 = 0
-        IAr = I6[0] + accIA[-1]
-        U0 = _mm(IAr, S0)
-        D0 = _mm(_T(S0), U0) + padarm[0][:, None] * jnp.eye(6, dtype=dt)[..., None]
-        u0 = taub[0] - _mv(_T(S0), pA0 + accp[-1])
-        a1 = _Xm(E0, r0, a0b)
-        qdd0 = _mv(_inv(D0), u0 - _mv(_T(U0), a1))
-        a0b = a1 + _mv(S0, qdd0)
-    _, qddb = forward_sweep(_pass3, tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c))
+    if free:   # root (free joint, S0 square): its pass 2 and 3 steps with the world as parent
+        _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0]))
+        _, u0 = bias_step(pA0 + accp[-1], (E0, r0, S0, UDinv0, Ia0, jnp.zeros_like(v0), taub[0]))
+        a0b, qdd0 = acceleration_step(a0b, (E0, r0, S0, U0, Dinv0, u0, jnp.zeros_like(v0)))
+    _, qddb = forward_sweep(_kept(acceleration_step), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c))
     vidx = model.vidx[o:, :k]
     qddb = qddb * mask[o:, :k, None]
     out = jnp.zeros((model.nv + 1, C), dt).at[vidx.reshape(-1)].add(qddb.reshape(-1, C))
@@ -250,8 +155,8 @@ def _aba_chunk(model: Model, q, qd, tau, fx, a0, consts, free, k, types):
     return out[:-1].T + model.v_pad.astype(dt)[None] * tau
 
 
-# XLA:CPU options for this program only (measured: ~2x on panda and g1 at B = 4096, f64): the
-# legacy loop emitters vectorize these batch-last fusions, the newer fusion emitters do not.
+# XLA:CPU options for this program only: the legacy loop emitters vectorize these batch-last
+# fusions, the newer fusion emitters do not (see the module docstring).
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
 
 
@@ -291,7 +196,9 @@ the ~1.5 ms fixed cost of a multi-device call outweighs the second core (crossov
 with ``benchmarks/bench_core.py``: panda B ~ 2048-4096, g1 B ~ 512)."""
 
 
-def aba_batch(model: Model, q, qd, tau, f_ext=None, gravity=None, chunk=128, devices=None):
+def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchTangent,
+              f_ext: BatchWrenches | None = None, gravity: Gravity | None = None, chunk=128,
+              devices=None) -> BatchTangent:
     """Forward dynamics qdd of B states of one model (throughput version of :func:`jaxdyn.aba`).
 
     Args:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._typing import Configuration, JointMatrix
 from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, root_transforms
 from ..model.model import Model, check_state
@@ -36,7 +37,7 @@ def composite_inertias_world(model: Model, X0):
 
 
 @jax.jit
-def crba(model: Model, q):
+def crba(model: Model, q: Configuration) -> JointMatrix:
     """Joint-space inertia matrix M(q) (nv, nv), symmetric, armature on the diagonal."""
     check_state(model, q=q)
     Xup, S = joint_transforms(model, q)

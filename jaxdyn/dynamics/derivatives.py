@@ -44,6 +44,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._typing import Configuration, JointMatrix, Tangent
 from .. import spatial as sp
 from ..errors import ArgumentError, ShapeError
 from ..kinematics import ancestors, body_velocities, motion_subspaces_world, root_transforms
@@ -144,7 +145,8 @@ def _analytic_rnea_derivatives(model: Model, q, qd, qdd, gravity=None):
 
 
 @partial(jax.jit, static_argnames=("method",))
-def rnea_derivatives(model: Model, q, qd, qdd, method="analytic"):
+def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
+                     method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
     """(dtau_dq (nv, nv), dtau_dqd (nv, nv), M (nv, nv)) of tau = RNEA(q, qd, qdd).
 
     dtau_dq is taken in the tangent space at q (Pinocchio's ``computeRNEADerivatives``);
@@ -160,7 +162,8 @@ def rnea_derivatives(model: Model, q, qd, qdd, method="analytic"):
 
 
 @partial(jax.jit, static_argnames=("method",))
-def aba_derivatives(model: Model, q, qd, tau, method="analytic"):
+def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
+                    method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
     """(dqdd_dq (nv, nv), dqdd_dqd (nv, nv), Minv (nv, nv)) of qdd = ABA(q, qd, tau).
 
     dqdd_dq is taken in the tangent space at q (Pinocchio's ``computeABADerivatives``);

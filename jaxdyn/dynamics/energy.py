@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._typing import Configuration, Tangent
 from .. import spatial as sp
 from ..kinematics import body_velocities, joint_transforms, world_transforms
 from ..model.model import Model, check_state
@@ -12,7 +13,7 @@ from .common import body_inertias
 
 
 @jax.jit
-def kinetic_energy(model: Model, q, qd):
+def kinetic_energy(model: Model, q: Configuration, qd: Tangent):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 qd . armature qd."""
     check_state(model, q=q, qd=qd)
     v, _, _, _ = body_velocities(model, q, qd)
@@ -30,7 +31,7 @@ def _world_coms(model, q):
 
 
 @jax.jit
-def potential_energy(model: Model, q):
+def potential_energy(model: Model, q: Configuration):
     """V = -sum_i m_i g . c_i (world COMs), zero at the world origin (Pinocchio's convention)."""
     check_state(model, q=q)
     c, _ = _world_coms(model, q)

@@ -6,6 +6,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from .._typing import BodyWrenches, Configuration, Gravity, Tangent
 from ..model.model import Model, check_state
 from .aba import aba
 from .crba import crba
@@ -26,7 +27,8 @@ def _fd_crba(model, q, qd, tau, f_ext=None, gravity=None):
 
 
 @partial(jax.jit, static_argnames=('method',))
-def forward_dynamics(model: Model, q, qd, tau, method="aba", f_ext=None, gravity=None):
+def forward_dynamics(model: Model, q: Configuration, qd: Tangent, tau: Tangent, method="aba",
+                     f_ext: BodyWrenches | None = None, gravity: Gravity | None = None) -> Tangent:
     """Joint accelerations qdd (nv,) under torques tau, with the model's joint damping.
 
     ``tau_eff = tau - damping * qd``.  ``method`` picks the algorithm (see :func:`methods`);

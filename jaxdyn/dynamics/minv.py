@@ -8,6 +8,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from .._typing import Configuration, JointMatrix
 from ..errors import ArgumentError
 from ..model.model import Model, check_state
 from .aba import ABAFactor, aba_factor, aba_solve
@@ -39,7 +40,7 @@ def _minv_cholesky(model: Model, q):
 
 
 @partial(jax.jit, static_argnames=('method',))
-def minv(model: Model, q, method="aba"):
+def minv(model: Model, q: Configuration, method="aba") -> JointMatrix:
     """M(q)^-1 (nv, nv), symmetric.  ``method``: see the module docstring."""
     check_state(model, q=q)
     if method not in MINV_METHODS:

@@ -7,6 +7,7 @@ import jax
 
 import jax.numpy as jnp
 
+from .._typing import BodyWrenches, Configuration, Gravity, Tangent
 from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
@@ -32,7 +33,8 @@ def _rnea_pass2_step(f, x):
 
 
 @partial(jax.jit, static_argnames=('f_ext_frame',))
-def rnea(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"):
+def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyWrenches | None = None,
+         gravity: Gravity | None = None, f_ext_frame="local") -> Tangent:
     """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q) - J^T f_ext.
 
     Args:
@@ -81,13 +83,13 @@ def joint_wrenches(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_fra
 
 
 @jax.jit
-def bias_forces(model: Model, q, qd, gravity=None):
+def bias_forces(model: Model, q: Configuration, qd: Tangent, gravity: Gravity | None = None) -> Tangent:
     """h(q, qd) = C(q, qd) qd + g(q) (Pinocchio's nonLinearEffects).  (nv,)."""
     return rnea(model, q, qd, jnp.zeros_like(qd), gravity=gravity)
 
 
 @jax.jit
-def gravity_torques(model: Model, q, gravity=None):
+def gravity_torques(model: Model, q: Configuration, gravity: Gravity | None = None) -> Tangent:
     """g(q), the generalized gravity (Pinocchio's computeGeneralizedGravity).  (nv,)."""
     z = jnp.zeros(model.nv, jnp.result_type(q))
     return rnea(model, q, z, z, gravity=gravity)

@@ -8,7 +8,8 @@ history), and nowhere else.  :class:`HeldLaw` holds parameters through a feedbac
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -13,7 +13,8 @@ diffrax's solvers), looked up in :data:`STEPPERS` by name.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax.numpy as jnp
 

@@ -18,7 +18,7 @@ Named frames ``dh1 .. dh{n+1}`` are Saha's frames (``dh1`` = base, fixed to the 
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._typing import Configuration, Tangent
 from ..spatial import rotations as Rot
 from . import joints as J
 from .model import Model, check_state
@@ -115,7 +116,7 @@ def _difference_joint(t, q0, q1, k):
 
 
 @jax.jit
-def integrate(model: Model, q, v, dt=1.0):
+def integrate(model: Model, q: Configuration, v: Tangent, dt=1.0) -> Configuration:
     """q (+) v*dt on the configuration manifold.  q (nq,), v (nv,) -> (nq,)."""
     check_state(model, q=q, v=v)
     qj = gather(q, model.qidx)
@@ -125,7 +126,7 @@ def integrate(model: Model, q, v, dt=1.0):
 
 
 @jax.jit
-def difference(model: Model, q0, q1):
+def difference(model: Model, q0: Configuration, q1: Configuration) -> Tangent:
     """v such that integrate(q0, v, 1) == q1.  (nq,), (nq,) -> (nv,)."""
     check_state(model, q0=q0, q=q1)
     a, b = gather(q0, model.qidx), gather(q1, model.qidx)
@@ -148,7 +149,7 @@ def _neutral_joint(t, nqj, dtype):
 
 
 @jax.jit
-def neutral(model: Model):
+def neutral(model: Model) -> Configuration:
     """The neutral configuration (zero angles, identity quaternions), (nq,)."""
     dtype = model.Xtree_r.dtype
     fn = jax.vmap(lambda t: _select(model.types, t, lambda tt: _neutral_joint(tt, model.nqj, dtype)))

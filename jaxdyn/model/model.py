@@ -32,12 +32,34 @@ gravity  (3,)           gravity in world coordinates
 ======== ============== ===========================================================
 
 Static metadata: sizes, the tuple of joint types present (only those branches are compiled),
-names of bodies, joints and frames.
+names of bodies, joints and frames, and ``scan_layout`` (the batch-last kernels' plan for a
+floating root).
+
+Topology as data, not as static structure (a decision taken by measurement, 2026-11).  The
+alternative is a Model split into a static topology (parent, joint types, index maps as
+hashable tuples) and a pytree of float parameters.  It would let ``jax.grad`` take the Model
+without ``allow_int=True`` and let the sweeps unroll over known parents.  Measured on the
+2-core CPU (jax 0.10.2, f64), a static parent list with Python-unrolled sweeps instead of
+``lax.scan``:
+
+* single-call latency got worse, not better: panda ``aba`` 157 -> 219 µs, ``rnea`` 134 ->
+  134 µs; talos_reduced ``aba`` 540 -> 1179 µs (XLA:CPU pays per emitted kernel, and unrolling
+  multiplies them);
+* compile time grew with the tree: talos_reduced ``aba`` 1.4 -> 10.6 s;
+* every robot would be its own program, while with traced topology two trees of the same sizes
+  and joint-type set share one compiled program, and ``jaxdyn.stack`` batches robots of
+  different structure under one ``vmap``, which needs the topology to be an array.
+
+So the topology stays integer array leaves.  What must be static is static: sizes, the
+joint-type set, and ``scan_layout``, which ``build_model`` computes from the concrete topology
+and ``replace``/``stack`` drop when the topology changes.  Optimizers take the float leaves
+through :func:`jaxdyn.parameters` / :func:`jaxdyn.with_parameters` (a dict of the physical
+parameters) or ``jax.grad(..., allow_int=True)`` on the whole Model.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Optional, no_type_check
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +78,8 @@ META_FIELDS = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names
 """Static metadata of a Model (part of the jit cache key)."""
 
 
+@no_type_check  # a pytree node: JAX rebuilds it with arbitrary leaves (tracers, None,
+# sentinels) inside transformations, so the field annotations document, they are not checked
 @dataclasses.dataclass(frozen=True)
 class Model:
     """A kinematic tree as a pytree: per-body arrays (leading axis nb, topological order;
@@ -87,12 +111,12 @@ class Model:
     nv: int
     nqj: int
     k: int
-    types: Tuple[int, ...]
-    body_names: Tuple[str, ...] = ()
-    joint_names: Tuple[str, ...] = ()
-    frame_names: Tuple[str, ...] = ()
+    types: tuple[int, ...]
+    body_names: tuple[str, ...] = ()
+    joint_names: tuple[str, ...] = ()
+    frame_names: tuple[str, ...] = ()
     name: str = "model"
-    scan_layout: Optional[Tuple] = None
+    scan_layout: Optional[tuple] = None
 
     def replace(self, **kw) -> "Model":
         """A copy with some fields replaced.  Replacing the topology (parent, jtype, nb, k,

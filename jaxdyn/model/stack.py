@@ -7,7 +7,7 @@ Padded q entries are never read and stay as given.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np

@@ -8,13 +8,21 @@ Conventions (Featherstone, *Rigid Body Dynamics Algorithms*, Table A.2; Feathers
   in A-coordinates.  As a 6x6 motion transform ``X = [[E, 0], [-E rx, E]]``.
 * The placement of B in A (Pinocchio's ``SE3``) is ``(R, p) = (E^T, r)``.
 
-Every function acts on one object; batch with ``jax.vmap``.
+Every function acts on one object; batch with ``jax.vmap``.  The ``apply_*`` functions and
+:func:`congruence` are also component-first (:mod:`jaxdyn.spatial.linalg`), so they serve the
+batch-last stacks of :func:`jaxdyn.aba_batch` as they are.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import jax.numpy as jnp
+
+from .linalg import cross3, mm, mv, skew_left, skew_right, tr
+
+
+def _same(x):
+    return x
 
 
 class Transform(NamedTuple):
@@ -93,27 +101,45 @@ def inverse(X: Transform) -> Transform:
 
 
 def apply_motion(X: Transform, m):
-    """X m for a motion vector m (6,)."""
+    """X m for a motion vector m.  Component-first (:mod:`jaxdyn.spatial.linalg`): E (3, 3, ...),
+    r (3, ...), m (6, ...) -- one transform or a batch-last stack."""
     w, v = m[:3], m[3:]
-    return jnp.concatenate([X.E @ w, X.E @ (v - jnp.cross(X.r, w))])
+    return jnp.concatenate([mv(X.E, w), mv(X.E, v - cross3(X.r, w))])
 
 
 def apply_motion_inv(X: Transform, m):
-    """X^-1 m (B -> A) for a motion vector."""
-    Etw, Etv = X.E.T @ m[:3], X.E.T @ m[3:]
-    return jnp.concatenate([Etw, Etv + jnp.cross(X.r, Etw)])
+    """X^-1 m (B -> A) for a motion vector (component-first, as :func:`apply_motion`)."""
+    Etw, Etv = mv(tr(X.E), m[:3]), mv(tr(X.E), m[3:])
+    return jnp.concatenate([Etw, Etv + cross3(X.r, Etw)])
 
 
 def apply_force(X: Transform, f):
-    """X* f (A -> B) for a force vector f (6,)."""
+    """X* f (A -> B) for a force vector f (component-first, as :func:`apply_motion`)."""
     n, fl = f[:3], f[3:]
-    return jnp.concatenate([X.E @ (n - jnp.cross(X.r, fl)), X.E @ fl])
+    return jnp.concatenate([mv(X.E, n - cross3(X.r, fl)), mv(X.E, fl)])
 
 
-def apply_force_T(X: Transform, f):
-    """X^T f: force in B -> force in A (the backward-sweep transfer)."""
-    Etn, Etf = X.E.T @ f[:3], X.E.T @ f[3:]
-    return jnp.concatenate([Etn + jnp.cross(X.r, Etf), Etf])
+def apply_force_T(X: Transform, f, keep=_same):
+    """X^T f: force in B -> force in A (the backward-sweep transfer); component-first, as
+    :func:`apply_motion`.  ``keep`` is applied to the rotated halves (E^T n, E^T f) before the
+    shift; the batch-last kernels pass a fusion barrier there (``jaxdyn.dynamics.batch``)."""
+    Etn, Etf = keep((mv(tr(X.E), f[:3]), mv(tr(X.E), f[3:])))
+    return jnp.concatenate([Etn + cross3(X.r, Etf), Etf])
+
+
+def congruence(X: Transform, I, keep=_same):
+    """X^T I X for a symmetric 6x6 matrix I (6, 6, ...) (an inertia in B -> the same inertia
+    in A), component-first.  Done on 3x3 blocks, X = blockdiag(E, E) [[1, 0], [-rx, 1]]:
+    rotate by E, then shift by r (~230 multiplies instead of 432 for two 6x6 products).
+    ``keep`` is applied to every intermediate product (as in :func:`apply_force_T`)."""
+    E = X.E
+    Et = tr(E)
+    RtI = keep(jnp.concatenate([mm(Et, I[:3]), mm(Et, I[3:])], 0))
+    A1, B1, C1 = keep((mm(RtI[:3, :3], E), mm(RtI[:3, 3:], E), mm(RtI[3:, 3:], E)))
+    TR = B1 + skew_left(X.r, C1)
+    BL = keep(tr(B1) - skew_right(C1, X.r))
+    TL = A1 - skew_right(B1, X.r) + skew_left(X.r, BL)
+    return jnp.concatenate([jnp.concatenate([TL, TR], 1), jnp.concatenate([tr(TR), C1], 1)], 0)
 
 
 def to_matrix(X: Transform):

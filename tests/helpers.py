@@ -1,0 +1,48 @@
+"""Shared test helpers (imported by test modules; conftest.py holds only config and fixtures)."""
+import os
+
+import numpy as np
+import pytest
+
+from jaxdyn.io.named import example_robot_data_dir
+
+ROBOTS_DIR = example_robot_data_dir()
+
+URDFS = {
+    "panda": ("panda_description/urdf/panda.urdf", False),
+    "ur5": ("ur_description/urdf/ur5_robot.urdf", False),
+    "anymal_c": ("anymal_c_simple_description/urdf/anymal.urdf", True),
+    "talos_reduced": ("talos_data/robots/talos_reduced.urdf", True),
+    "g1": ("g1_description/urdf/g1_29dof_rev_1_0.urdf", True),
+}
+
+
+def urdf_path(name):
+    if ROBOTS_DIR is None:
+        pytest.skip("example-robot-data not installed")
+    return os.path.join(ROBOTS_DIR, URDFS[name][0])
+
+
+def close(a, b, rtol=1e-10, err=""):
+    """|a - b| <= rtol * max(1, max|b|) elementwise (relative to the reference's scale)."""
+    b = np.asarray(b)
+    scale = max(1.0, float(np.abs(b).max()))
+    np.testing.assert_allclose(np.asarray(a), b, atol=rtol * scale, rtol=0, err_msg=err)
+
+
+def rng_states(model, pm, n, seed=0):
+    """n random (q, v, a, tau) with q from Pinocchio's randomConfiguration (finite limits)."""
+    pin = pytest.importorskip("pinocchio")
+    rng = np.random.default_rng(seed)
+    out = []
+    lo, hi = pm.lowerPositionLimit.copy(), pm.upperPositionLimit.copy()
+    lo[~np.isfinite(lo)] = -1.0
+    hi[~np.isfinite(hi)] = 1.0
+    lo = np.maximum(lo, -3.0); hi = np.minimum(hi, 3.0)
+    for _ in range(n):
+        q = pin.randomConfiguration(pm, lo, hi)
+        v = rng.normal(size=pm.nv)
+        a = rng.normal(size=pm.nv)
+        tau = rng.normal(size=pm.nv) * 5
+        out.append((q, v, a, tau))
+    return out
