@@ -32,15 +32,15 @@ from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .batch import aba_batch
 from .rnea import rnea_core
-from ..spatial.linalg import mm, tr
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
 from .common import (body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
-                     per_body, scatter_dofs)
+                     per_body, pivot_addend, scatter_dofs)
 
 
 class ABAFactor(NamedTuple):
     """tau-independent part of ABA: per-body Xup (Transform), Xup6 (6x6), S, U = IA S, D (with
-    armature; unit on padded slots) and its inverse, IA."""
+    armature; unit on padded slots) and its inverse, IA, and the two products every solve
+    reuses: U D^-1 and Ia = IA - U D^-1 U^T (what :func:`aba_steps.inertia_step` returns)."""
     Xup: sp.Transform
     X6: jax.Array     # (nb, 6, 6)
     S: jax.Array      # (nb, 6, k)
@@ -48,6 +48,8 @@ class ABAFactor(NamedTuple):
     D: jax.Array      # (nb, k, k)
     Dinv: jax.Array   # (nb, k, k)
     IA: jax.Array     # (nb, 6, 6) articulated inertias
+    UDinv: jax.Array  # (nb, 6, k) U D^-1
+    Ia: jax.Array     # (nb, 6, 6) IA - U D^-1 U^T (what the parent receives, in body coordinates)
 
 
 def aba_factor(model: Model, q) -> ABAFactor:
@@ -55,25 +57,16 @@ def aba_factor(model: Model, q) -> ABAFactor:
     tau-independent part, :func:`jaxdyn.dynamics.aba_steps.inertia_step`)."""
     Xup, S = joint_transforms(model, q)
     X6 = jax.vmap(sp.to_matrix)(Xup)
-    mask = dof_mask(model)
-    add = (1.0 - mask) + per_body(model, model.armature) * mask
-    IA, (U, D, Dinv, _, _) = backward_sweep(inertia_step, model, body_inertia_matrices(model),
-                                            (Xup.E, Xup.r, S, add))
-    return ABAFactor(Xup, X6, S, U, D, Dinv, IA[:-1])
-
-
-def _bias_on_factor(pA, x):
-    """:func:`jaxdyn.dynamics.aba_steps.bias_step` with U D^-1 and Ia rebuilt from the factor."""
-    E, r, S, U, Dinv, c, tau, IA = x
-    UDinv = mm(U, Dinv)
-    return bias_step(pA, (E, r, S, UDinv, IA - mm(UDinv, tr(U)), c, tau))
+    IA, (U, D, Dinv, UDinv, Ia) = backward_sweep(inertia_step, model, body_inertia_matrices(model),
+                                                 (Xup.E, Xup.r, S, pivot_addend(model)))
+    return ABAFactor(Xup, X6, S, U, D, Dinv, IA[:-1], UDinv, Ia)
 
 
 def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0):
     """Passes 2b and 3 of ABA for given bias terms c, pA (nb, 6), tau (nv,), base accel a0."""
     taub = per_body(model, tau)
     E, r = fac.Xup
-    _, u = backward_sweep(_bias_on_factor, model, pA, (E, r, fac.S, fac.U, fac.Dinv, c, taub, fac.IA))
+    _, u = backward_sweep(bias_step, model, pA, (E, r, fac.S, fac.UDinv, fac.Ia, c, taub))
     _, qddb = forward_sweep(acceleration_step, model, a0, (E, r, fac.S, fac.U, fac.Dinv, u, c))
     return scatter_dofs(model, qddb * dof_mask(model)) + model.v_pad * tau
 

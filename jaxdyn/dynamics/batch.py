@@ -49,7 +49,8 @@ from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from ..spatial.linalg import mv
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
-from .common import body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, per_body
+from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, per_body,
+                     pivot_addend)
 
 # ---------------------------------------------------------------- layout: fusion barriers
 # The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
@@ -114,7 +115,7 @@ def _body_constants(model: Model, dt):
     the dof mask (nb, k) and the pivot's diagonal addend (armature; 1 on unused slots)."""
     I6 = body_inertia_matrices(model).astype(dt)[..., None]
     mask = dof_mask(model).astype(dt)
-    padarm = ((1.0 - mask) + per_body(model, model.armature).astype(dt) * mask)[..., None]
+    padarm = pivot_addend(model).astype(dt)[..., None]
     return I6, mask, padarm
 
 

@@ -51,6 +51,13 @@ def dof_mask(model: Model):
     return (model.vidx < model.nv).astype(model.Xtree_r.dtype)
 
 
+def pivot_addend(model: Model):
+    """(nb, k) what joint-space pivots D = S^T IA S get on their diagonal: the armature on real
+    dof slots, 1 on unused slots (so padded slots have a unit pivot)."""
+    mask = dof_mask(model)
+    return (1.0 - mask) + per_body(model, model.armature) * mask
+
+
 def external_forces(model: Model, f_ext, frame, X0=None):
     """User f_ext (nb, 6) in Pinocchio order [force; moment] -> internal body-frame [n; f].
 

@@ -64,7 +64,7 @@ class SahaFactors(NamedTuple):
 def saha_factors(model: Model, q) -> SahaFactors:
     """The RGE recursion (26)-(28) at q (the articulated-inertia sweep of :func:`aba_factor`)."""
     fac = aba_factor(model, q)
-    return SahaFactors(fac.S, fac.X6, fac.IA, fac.U, fac.D, fac.Dinv, fac.U @ fac.Dinv)
+    return SahaFactors(fac.S, fac.X6, fac.IA, fac.U, fac.D, fac.Dinv, fac.UDinv)
 
 
 def _step_A(eta_children, x):
