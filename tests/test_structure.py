@@ -1,8 +1,12 @@
 """Code structure: no import cycles between jaxdyn's modules (function-level imports included),
-no private name imported across modules, and every public name documented."""
+no private name imported across modules, explicit re-exports, lint-clean, and every public name
+documented."""
 import ast
 import os
 import re
+import subprocess
+import sys
+import types
 
 import jaxdyn
 
@@ -63,9 +67,37 @@ def test_no_private_names_imported_across_modules():
     assert not bad, bad
 
 
+def _public(module):
+    return {n: v for n, v in vars(module).items() if not n.startswith("_")}
+
+
 def test_public_names_have_docstrings():
-    missing = [n for n in jaxdyn.__all__ if callable(getattr(jaxdyn, n)) and not (getattr(jaxdyn, n).__doc__ or "").strip()]
+    missing = [f"{pkg.__name__}.{n}" for pkg in (jaxdyn, jaxdyn.dynamics, jaxdyn.model, jaxdyn.integrators,
+                                                 jaxdyn.constraints, jaxdyn.apps, jaxdyn.spatial)
+               for n, v in _public(pkg).items()
+               if callable(v) and not isinstance(v, types.ModuleType) and not (v.__doc__ or "").strip()]
     assert not missing, missing
+
+
+def test_package_imports_are_explicit_reexports():
+    """Every relative import in an ``__init__`` is written ``from .x import f as f`` (PEP 484's
+    explicit re-export), so type checkers and linters see the public names without ``__all__``."""
+    bad = []
+    for m, p in _modules().items():
+        if p.endswith("__init__.py"):
+            for node in ast.walk(ast.parse(open(p).read())):
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    bad += [f"{m}: {a.name}" for a in node.names if a.asname != a.name]
+    assert not bad, bad
+
+
+def test_lint_clean():
+    """pyflakes' rules (through ruff) on the package, the tests, the benchmarks and the examples."""
+    repo = os.path.dirname(ROOT)
+    dirs = [d for d in ("jaxdyn", "tests", "benchmarks", "examples") if os.path.isdir(os.path.join(repo, d))]
+    r = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *dirs], cwd=repo,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_no_internal_document_references():

@@ -1,32 +1,12 @@
 """Steppers (one scheme per file) and rollouts."""
-from .euler import semi_implicit_euler
-from .rk4 import rk4
-from .rkf45 import rkf45_step, rkf45_interval, rkf45_stats, RKFStats
-from .abm import abm4, abm_init, history_at
-from .controllers import HeldLaw, zero_torque, pd, feedforward, computed_torque, cycloidal
-from .steppers import STEPPERS, Stepper, StepOptions
-from .rollout import rollout, first_nonfinite, Trajectory
-
-__all__ = [
-    "semi_implicit_euler",
-    "rk4",
-    "rkf45_step",
-    "rkf45_interval",
-    "rkf45_stats",
-    "RKFStats",
-    "abm4",
-    "abm_init",
-    "history_at",
-    "rollout",
-    "first_nonfinite",
-    "Trajectory",
-    "HeldLaw",
-    "zero_torque",
-    "pd",
-    "feedforward",
-    "computed_torque",
-    "cycloidal",
-    "STEPPERS",
-    "Stepper",
-    "StepOptions",
-]
+from .euler import semi_implicit_euler as semi_implicit_euler
+from .rk4 import rk4 as rk4
+from .rkf45 import (rkf45_step as rkf45_step, rkf45_interval as rkf45_interval,
+                    rkf45_stats as rkf45_stats, RKFStats as RKFStats)
+from .abm import abm4 as abm4, abm_init as abm_init, history_at as history_at
+from .controllers import (HeldLaw as HeldLaw, zero_torque as zero_torque, pd as pd,
+                          feedforward as feedforward, computed_torque as computed_torque,
+                          cycloidal as cycloidal)
+from .steppers import STEPPERS as STEPPERS, Stepper as Stepper, StepOptions as StepOptions
+from .rollout import (rollout as rollout, first_nonfinite as first_nonfinite,
+                      Trajectory as Trajectory)
