@@ -1,4 +1,5 @@
-"""Strict test config: float64 on, rank promotion raises (as DESIGN.md asks)."""
+"""Strict test config: float64 on, rank promotion raises, and dtype promotion is strict (no
+implicit int/bool/float mixing; jaxdyn casts explicitly, its optax calls run under "standard")."""
 import os
 
 # Test-only XLA:CPU compile flags, set before JAX starts its backend.  The suite is dominated
@@ -14,6 +15,7 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_numpy_dtype_promotion", "strict")
 
 import pytest  # noqa: E402
 

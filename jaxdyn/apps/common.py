@@ -27,6 +27,13 @@ def start(args, load):
     return cfg, output_dir(args.out, cfg["name"]), robot_by_name(cfg["robot"]["name"])
 
 
+def optax_promotion():
+    """Context for optax's own updates: they add int32 step counts to int64 ones and raise
+    floats to int32 powers, which ``jax_numpy_dtype_promotion="strict"`` rejects.  jaxdyn's
+    code is strict-clean; its optax calls run under ``"standard"`` so strict users can call it."""
+    return jax.numpy_dtype_promotion("standard")
+
+
 def lbfgs_minimize(loss, x0, steps, memory_size=20):
     """``steps`` optax L-BFGS steps (zoom line search) on ``loss`` from x0 in one ``lax.scan``
     (call it under jit).  Returns (x, history (steps,) of loss values before each step)."""
@@ -36,8 +43,11 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20):
     def step(carry, _):
         x, s = carry
         v, g = vg(x, state=s)
-        upd, s = opt.update(g, s, x, value=v, grad=g, value_fn=loss)
-        return (optax.apply_updates(x, upd), s), v
+        with optax_promotion():
+            upd, s = opt.update(g, s, x, value=v, grad=g, value_fn=loss)
+            return (optax.apply_updates(x, upd), s), v
 
-    (x, _), hist = jax.lax.scan(step, (x0, opt.init(x0)), None, length=steps)
+    with optax_promotion():
+        s0 = opt.init(x0)
+    (x, _), hist = jax.lax.scan(step, (x0, s0), None, length=steps)
     return x, hist

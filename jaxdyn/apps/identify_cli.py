@@ -147,7 +147,7 @@ def run(args) -> int:
     e, nz, es = cfg["excitation"], cfg["noise"], cfg["estimation"]
     t_wall = time.time()
     print(f"jaxdyn identify {name}: robot {true.name} (nb={true.nb}, {10 * true.nb} parameters)", file=sys.stderr)
-    t = jnp.arange(int(round(e["T"] / e["dt"]))) * e["dt"]
+    t = jnp.arange(int(round(e["T"] / e["dt"])), dtype=float) * e["dt"]
     f = si.fourier_excitation(true, jax.random.PRNGKey(e["seed"]), e["harmonics"], e["period"], e["amplitude"])
     Q, QD, QDD = si.sample_fourier(f, t)
     W0 = np.asarray(si.stacked_regressor(true, Q, QD, QDD))
@@ -195,7 +195,7 @@ def run(args) -> int:
     # held-out excitation
     fv = si.fourier_excitation(true, jax.random.PRNGKey(cfg["validation"]["seed"]), e["harmonics"], e["period"],
                                e["amplitude"])
-    tv = jnp.arange(int(round(cfg["validation"]["T"] / e["dt"]))) * e["dt"]
+    tv = jnp.arange(int(round(cfg["validation"]["T"] / e["dt"])), dtype=float) * e["dt"]
     Qv, QDv, QDDv = si.sample_fourier(fv, tv)
     Yv = np.asarray(si.regressors(true, Qv, QDv, QDDv))
     tv_true = np.einsum("nip,p->ni", Yv, pi_true)

@@ -24,7 +24,7 @@ from ..dynamics.common import body_inertias, scatter_dofs
 from ..dynamics.rnea import rnea_core
 from ..errors import ArgumentError, ShapeError
 from ..model.model import check_state
-from .common import lbfgs_minimize
+from .common import lbfgs_minimize, optax_promotion
 
 
 def inertial_parameters(model):
@@ -274,7 +274,7 @@ def fourier_excitation(model, key, harmonics=5, period=10.0, amplitude=1.0, cent
     lo_, hi_ = np.where(fin, lo, 0.0), np.where(fin, hi, 0.0)
     mid = np.where(fin, 0.5 * (lo_ + hi_), 0.0) if center is None else np.asarray(center, float)
     half = np.minimum(amplitude, np.where(fin, 0.45 * (hi_ - lo_), np.inf))
-    wl = (w_f * jnp.arange(1, harmonics + 1))[None, :]
+    wl = (w_f * jnp.arange(1, harmonics + 1, dtype=a.dtype))[None, :]
     bound = jnp.sum((jnp.abs(a) + jnp.abs(b)) / wl, 1)        # max |q - q0 - offset|
     scale = jnp.asarray(half) / bound
     a, b = a * scale[:, None], b * scale[:, None]
@@ -310,7 +310,7 @@ def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, le
     """Lower the condition number of the base regressor over the samples t by Adam on the
     Fourier coefficients (log cond; amplitudes re-bounded to the start's per-joint range after
     every step).  Returns (Fourier, cond history (steps + 1,))."""
-    wl = (f.w_f * jnp.arange(1, f.a.shape[1] + 1))[None, :]
+    wl = (f.w_f * jnp.arange(1, f.a.shape[1] + 1, dtype=f.a.dtype))[None, :]
     half0 = jnp.sum((jnp.abs(f.a) + jnp.abs(f.b)) / wl, 1)
 
     def rescale(ab):
@@ -331,9 +331,13 @@ def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, le
         def step(carry, _):
             ab, s = carry
             v, g = jax.value_and_grad(logcond)(ab)
-            upd, s = opt.update(g, s, ab)
-            return (rescale(optax.apply_updates(ab, upd)), s), v
-        (ab, _), hist = jax.lax.scan(step, (ab, opt.init(ab)), None, length=steps)
+            with optax_promotion():
+                upd, s = opt.update(g, s, ab)
+                ab = optax.apply_updates(ab, upd)
+            return (rescale(ab), s), v
+        with optax_promotion():
+            s0 = opt.init(ab)
+        (ab, _), hist = jax.lax.scan(step, (ab, s0), None, length=steps)
         return ab, jnp.exp(jnp.concatenate([hist, logcond(ab)[None]]))
 
     (a, b), hist = run((f.a, f.b))

@@ -35,6 +35,7 @@ import optax
 from jax import lax
 
 from ..errors import ArgumentError, ShapeError
+from .common import optax_promotion
 from ..integrators.controllers import HeldLaw
 from ..integrators.rollout import Trajectory, rollout
 from ..integrators.steppers import STEPPERS
@@ -217,7 +218,7 @@ def _multiple_shooting(prob, params, S, model):
     mo = open_model(m)
     qs = jnp.concatenate([prob.q0[None], jax.vmap(lambda q: normalize(mo, q))(X[:, :nq])], 0)
     vs = jnp.concatenate([prob.qd0[None], X[:, nq:]], 0)
-    t0 = jnp.arange(S) * (n * prob.dt)
+    t0 = jnp.arange(S, dtype=prob.q0.dtype) * (n * prob.dt)
 
     def seg(q, v, z, t):
         tr = rollout(m, q, v, controls(prob, z, m), prob.dt, n, stepper=prob.stepper, method=prob.method, t0=t,
@@ -261,20 +262,18 @@ def _make_optimizer(name, learning_rate, memory_size):
 def _run(f, opt, params, iterations, lbfgs, progress=None, round_index=0):
     """Minimize f from params by ``iterations`` optax steps in one lax.scan -> (params, history).
     ``progress(round, iteration)`` is called on the host after each step (jax.debug.callback)."""
-    state = opt.init(params)
+    with optax_promotion():
+        state = opt.init(params)
     vg = optax.value_and_grad_from_state(f) if lbfgs else jax.value_and_grad(f)
 
     def step(carry, i):
         if progress is not None:
             jax.debug.callback(progress, round_index, i)
         p, s = carry
-        if lbfgs:
-            v, g = vg(p, state=s)
-            upd, s = opt.update(g, s, p, value=v, grad=g, value_fn=f)
-        else:
-            v, g = vg(p)
-            upd, s = opt.update(g, s, p)
-        return (optax.apply_updates(p, upd), s), v
+        v, g = vg(p, state=s) if lbfgs else vg(p)
+        with optax_promotion():
+            upd, s = (opt.update(g, s, p, value=v, grad=g, value_fn=f) if lbfgs else opt.update(g, s, p))
+            return (optax.apply_updates(p, upd), s), v
 
     (params, _), hist = lax.scan(step, (params, state), jnp.arange(iterations))
     return params, hist

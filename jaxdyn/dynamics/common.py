@@ -152,7 +152,7 @@ def dof_ancestry(model: Model, anc, body):
     are the same body (padded dofs: 0)."""
     nb = model.nb
     below = jnp.concatenate([anc, jnp.zeros((nb + 1, 1), anc.dtype)], 1)[body[:, None], body[None, :]]
-    same = (body[:, None] == body[None, :]).astype(anc.dtype) * (body < nb)[:, None]
+    same = ((body[:, None] == body[None, :]) & (body < nb)[:, None]).astype(anc.dtype)
     return below, same
 
 

@@ -104,7 +104,9 @@ def rkf45_interval(model, dyn, t, q, qd, dt, stats: RKFStats, rtol=1e-6, atol=1e
         # keep the trial size when the step was shortened only to hit t_end
         h_next = jnp.where(ok & (h < st.h), jnp.maximum(h_next, st.h), h_next)
         h_next = jnp.where(bad, st.h, h_next)
-        st = RKFStats(h_next, st.accepted + (ok & ~bad), st.rejected + (1 - ok), st.failed | bad)
+        count = st.accepted.dtype
+        st = RKFStats(h_next, st.accepted + (ok & ~bad).astype(count), st.rejected + (~ok).astype(count),
+                      st.failed | bad)
         nan = jnp.asarray(jnp.nan, qd.dtype)
         q5, v5 = jnp.where(bad, nan, q5), jnp.where(bad, nan, v5)   # never a finite garbage state
         return (jnp.where(ok, tt + h, tt), jnp.where(ok, q5, q), jnp.where(ok, v5, qd), st, n + 1)
