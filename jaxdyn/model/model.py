@@ -249,7 +249,7 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
             continue
         first.setdefault(fname, len(fnames))
         fnames.append(fname); fbody.append(int(b)); fE.append(np.asarray(E, float)); fr.append(np.asarray(r, float))
-    f = jnp.asarray
+    f = jax.device_put      # numpy -> device without compiling a conversion per shape (jnp.asarray does)
     return Model(
         parent=f(parent.astype(np.int32)), jtype=f(np.asarray(jcodes, np.int32)), qidx=f(qidx),
         vidx=f(vidx), Xtree_E=f(Xtree_E), Xtree_r=f(Xtree_r), axis=f(axis), pitch=f(pitch),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -41,7 +42,7 @@ def pad(model: Model, nb: int, nq: int, nv: int, nqj: int, k: int, nf: int, type
     fb = np.concatenate([a(m.frame_body), np.full(df, -1, np.int32)]).astype(np.int32)
     fE = np.concatenate([a(m.frame_E), np.broadcast_to(np.eye(3), (df, 3, 3))], 0)
     fr = np.concatenate([a(m.frame_r), np.zeros((df, 3))], 0)
-    f = jnp.asarray
+    f = jax.device_put      # numpy -> device without compiling a conversion per shape (jnp.asarray does)
     return m.replace(
         parent=f(padb(m.parent, -1).astype(np.int32)), jtype=f(padb(m.jtype, J.FIXED).astype(np.int32)),
         qidx=f(qidx), vidx=f(vidx), Xtree_E=f(padb(m.Xtree_E, np.eye(3))), Xtree_r=f(padb(m.Xtree_r, 0.0)),
