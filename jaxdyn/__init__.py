@@ -62,3 +62,6 @@ from .integrators import (rollout as rollout, first_nonfinite as first_nonfinite
                           zero_torque as zero_torque)
 
 __version__ = "0.1.0"
+
+# Star-import and introspection list, derived from the explicit re-exports above.
+__all__ = sorted(n for n in dir() if not n.startswith("_"))

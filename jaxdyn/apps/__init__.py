@@ -14,3 +14,6 @@ from .sysid import (inertial_parameters as inertial_parameters,
                     sample_fourier as sample_fourier, regressors as regressors,
                     stacked_regressor as stacked_regressor, condition_number as condition_number,
                     optimize_excitation as optimize_excitation)
+
+# Star-import and introspection list, derived from the explicit re-exports above.
+__all__ = sorted(n for n in dir() if not n.startswith("_"))

@@ -10,3 +10,6 @@ from .dynamics import (constrained_forward_dynamics as constrained_forward_dynam
                        constraint_bias as constraint_bias,
                        project_constraints as project_constraints,
                        ConstrainedResult as ConstrainedResult)
+
+# Star-import and introspection list, derived from the explicit re-exports above.
+__all__ = sorted(n for n in dir() if not n.startswith("_"))

@@ -24,3 +24,6 @@ from .opspace import (opspace_inverse_inertia as opspace_inverse_inertia,
                       opspace_inertia as opspace_inertia)
 from .derivatives import (rnea_derivatives as rnea_derivatives, aba_derivatives as aba_derivatives,
                           derivatives_batch as derivatives_batch)
+
+# Star-import and introspection list, derived from the explicit re-exports above.
+__all__ = sorted(n for n in dir() if not n.startswith("_"))

@@ -2,3 +2,6 @@
 from .dh import from_dh as from_dh
 from .urdf import load_urdf as load_urdf, parse_urdf as parse_urdf
 from . import robots as robots
+
+# Star-import and introspection list, derived from the explicit re-exports above.
+__all__ = sorted(n for n in dir() if not n.startswith("_"))

@@ -13,3 +13,6 @@ from .parameters import (parameters as parameters, with_parameters as with_param
                          log_cholesky_parameters as log_cholesky_parameters,
                          with_log_cholesky_parameters as with_log_cholesky_parameters,
                          PARAMETERS as PARAMETERS)
+
+# Star-import and introspection list, derived from the explicit re-exports above.
+__all__ = sorted(n for n in dir() if not n.startswith("_"))

@@ -13,3 +13,6 @@ from .inertia import Inertia as Inertia, mcI as mcI
 from . import inertia as inertia
 from .rotations import (quat_to_rot as quat_to_rot, rot_to_quat as rot_to_quat, exp3 as exp3,
                         log3 as log3, exp6 as exp6, log6 as log6)
+
+# Star-import and introspection list, derived from the explicit re-exports above.
+__all__ = sorted(n for n in dir() if not n.startswith("_"))
