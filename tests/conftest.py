@@ -6,9 +6,11 @@ import os
 # by compiling many small programs that then run on a few states, so it trades generated-code
 # speed for compile speed: no fusion emitters, LLVM at -O0 without its expensive passes.  This
 # halves the suite's wall time; results are IEEE-identical up to rounding (no fast-math), far
-# below every tolerance.  Benchmarks and users keep XLA's defaults.
+# below every tolerance.  The suite runs in two xdist workers, one core each, so XLA's codegen
+# and Eigen thread pools stay single-threaded.  Benchmarks and users keep XLA's defaults.
 TEST_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0 "
-                  "--xla_llvm_disable_expensive_passes=true")
+                  "--xla_llvm_disable_expensive_passes=true --xla_cpu_parallel_codegen_split_count=1 "
+                  "--xla_cpu_multi_thread_eigen=false")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + TEST_XLA_FLAGS).strip()
 
 import jax  # noqa: E402
