@@ -139,6 +139,9 @@ def test_no_lapack_call_in_dynamics_kernels():
     q, z = jaxdyn.neutral(m), jnp.zeros(m.nv)
     progs = [jax.jit(jax.vmap(jax.jacfwd(jaxdyn.aba, argnums=(1, 2)), (None, 0, 0, 0))).lower(m, q[None], z[None], z[None]),
              jax.jit(jaxdyn.rnea_derivatives).lower(m, q, z, z),
+             jax.jit(jaxdyn.aba_derivatives).lower(m, q, z, z),
+             jax.jit(jax.vmap(jaxdyn.aba_derivatives, (None, 0, 0, 0))).lower(m, q[None], z[None], z[None]),
+             jax.jit(lambda *a: jaxdyn.derivatives_batch(*a)).lower(m, q[None], z[None], z[None]),
              jax.jit(lambda *a: jaxdyn.aba_batch(*a)).lower(m, q[None], z[None], z[None])]
     for p in progs:
         assert "lapack" not in p.as_text().lower()
@@ -172,3 +175,23 @@ def test_aba_implicit_rule_equals_autodiff_through_the_passes(floating, frame):
     h1, h2 = (jax.jit(lambda q, f=f: jax.jvp(jax.grad(lambda x: f(m, x, v, t) @ w), (q,), (dq,))[1])(q)
               for f in (jaxdyn.aba, aba_unwrapped))
     close(h1, h2, 1e-9, "Hessian-vector product")
+
+
+def test_singular_mass_matrix_gives_nan_per_state():
+    """A massless leaf body on a joint makes M singular: aba_derivatives returns NaN for that
+    state (all three matrices; documented), and a batch keeps the other states exact."""
+    m = jaxdyn.robots.random_tree(5, 0.5, 4, floating_base=True, joint_types=("revolute",))
+    leaf = m.nb - 1
+    bad = m.replace(mass=m.mass.at[leaf].set(0.0), inertia=m.inertia.at[leaf].set(0.0),
+                    com=m.com.at[leaf].set(0.0))
+    q = jaxdyn.random_configuration(m, jax.random.PRNGKey(0))
+    v = jnp.linspace(-1.0, 1.0, m.nv)
+    for out in jaxdyn.aba_derivatives(bad, q, v, v):
+        assert np.all(np.isnan(out))
+    stack = jax.tree_util.tree_map(lambda a, b: jnp.stack([a, b]), m, bad)
+    Q, V = jnp.stack([q, q]), jnp.stack([v, v])
+    outs = jax.vmap(lambda mm, qq, vv: jaxdyn.aba_derivatives(mm, qq, vv, vv))(stack, Q, V)
+    ref = jaxdyn.aba_derivatives(m, q, v, v, method="autodiff")
+    for o, r in zip(outs, ref):
+        close(o[0], r, 1e-9)
+        assert np.all(np.isnan(o[1]))

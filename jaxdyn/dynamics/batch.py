@@ -11,7 +11,7 @@ per-body steps are not repeated here: they are the component-first functions of
 what is specific to the layout on XLA:CPU (``docs/architecture.md``, "Layouts"; the
 measurements are in ``benchmarks/results/core.json``):
 
-* :func:`_materialize`, the ``keep`` barrier after each product: XLA fuses a product into
+* :func:`materialize`, the ``keep`` barrier after each product: XLA fuses a product into
   the product that consumes it and then *recomputes* each element of the inner product for
   every use.  ``optimization_barrier`` is removed before fusion on CPU, so it is a
   ``lax.cond`` whose predicate XLA cannot fold.
@@ -49,8 +49,8 @@ from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from ..spatial.linalg import mv
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
-from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, per_body,
-                     pivot_addend)
+from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
+                     per_body, pivot_addend)
 
 # ---------------------------------------------------------------- layout: fusion barriers
 # The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
@@ -58,20 +58,12 @@ from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acc
 # the layout (C minor), the barriers between fused products, chunking and sharding.
 
 
-def _materialize(x, i):
-    """Identity that XLA:CPU cannot fuse through (see module doc); ``i`` is a traced scan
-    index.  On other backends (where a cond would sync with the host) it returns x as is."""
-    if jax.default_backend() != "cpu":
-        return x
-    return lax.cond(i >= 0, lambda x: x, lambda x: jax.tree_util.tree_map(jnp.zeros_like, x), x)
-
-
 def _kept(step):
     """A per-body step of :mod:`jaxdyn.dynamics.aba_steps` whose inputs start with the scan
-    index ``i``, run with :func:`_materialize` at ``i`` as its ``keep``."""
+    index ``i``, run with :func:`materialize` at ``i`` as its ``keep``."""
     def run(carry, x):
         i, rest = x[0], x[1:]
-        return step(carry, rest, partial(_materialize, i=i))
+        return step(carry, rest, partial(materialize, i=i))
     return run
 
 
@@ -79,7 +71,7 @@ def _pass2(acc, x):
     """Articulated inertia and bias force together (one sweep; the two parts of pass 2)."""
     IA, pA = acc
     i, E, r, S, add, c, tau = x
-    keep = partial(_materialize, i=i)
+    keep = partial(materialize, i=i)
     IAp, (U, _, Dinv, UDinv, Ia) = inertia_step(IA, (E, r, S, add), keep)
     pAp, u = bias_step(pA, (E, r, S, UDinv, Ia, c, tau), keep)
     return (IAp, pAp), (U, Dinv, u)
@@ -244,15 +236,17 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
     return _compiled(model, q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
 
 
-_STATIC = ("chunk", "ndev", "free", "k", "types")
-_compiled_default = jax.jit(_aba_batch, static_argnames=_STATIC)
-_compiled_cpu = jax.jit(_aba_batch, static_argnames=_STATIC, compiler_options=CPU_OPTIONS)
-
-
-def _compiled(*args):
-    """The jitted kernel; a top-level call on the CPU backend compiles it with
+def cpu_jit(fun, static_argnames=()):
+    """``jax.jit(fun)`` whose top-level calls on the CPU backend are compiled with
     :data:`CPU_OPTIONS`.  Under an outer trace (jit, grad, vmap) the caller's top-level jit
     decides the options: pass ``compiler_options=jaxdyn.CPU_OPTIONS`` there for the speed."""
-    traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(args))
-    fn = _compiled_cpu if jax.default_backend() == "cpu" and not traced else _compiled_default
-    return fn(*args)
+    default = jax.jit(fun, static_argnames=static_argnames)
+    cpu = jax.jit(fun, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
+
+    def call(*args, **kwargs):
+        traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((args, kwargs)))
+        return (cpu if jax.default_backend() == "cpu" and not traced else default)(*args, **kwargs)
+    return call
+
+
+_compiled = cpu_jit(_aba_batch, ("chunk", "ndev", "free", "k", "types"))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .. import spatial as sp
 from ..model.configuration import gather
@@ -162,3 +163,15 @@ def dof_blocks(model: Model, blocks):
     body, col = dof_owner(model)
     same = (body[:, None] == body[None, :]).astype(blocks.dtype)
     return with_zero_body(blocks)[body[:, None], col[:, None], col[None, :]] * same + jnp.diag(model.v_pad)
+
+
+def materialize(x, i):
+    """Identity on a pytree x that XLA:CPU cannot fuse through; ``i`` is a traced index (a
+    scan or chunk counter).  XLA fuses a product into the product that consumes it and then
+    *recomputes* each element of the inner product for every use; ``optimization_barrier``
+    is removed before fusion on CPU, so this is a ``lax.cond`` whose predicate XLA cannot
+    fold.  The batch-last kernels pass it as their ``keep``.  On other backends (where a cond
+    would sync with the host) it returns x as is."""
+    if jax.default_backend() != "cpu":
+        return x
+    return lax.cond(i >= 0, lambda x: x, lambda x: jax.tree_util.tree_map(jnp.zeros_like, x), x)

@@ -6,11 +6,14 @@ qdd = ABA(q, qd, tau) with respect to q (in the tangent space at q: columns are 
 along ``jaxdyn.integrate(model, q, e_j t)`` at t = 0, so (nv, nv) for every joint type,
 quaternions included) and to qd, plus M (resp. M^-1 = d qdd / d tau).
 
-Method "analytic" (default): the O(n^2) algorithm of Carpentier & Mansard (2018).  One pass
-gives every body's velocity v_i, acceleration a_i (gravity as the base acceleration), spatial
-inertia I_i and motion subspace J_i in one fixed frame per tree (the root body's frame at q;
-see :mod:`jaxdyn.dynamics.crba` for why not the world).  Moving joint k by its tangent
-displaces its whole subtree rigidly by J_k, which gives, with p = parent of k's body,
+Method "analytic" (default): the O(n^2) algorithm of Carpentier & Mansard (2018), with
+every term written once for one state and for batch-last chunks
+(:mod:`jaxdyn.dynamics.derivative_sweeps`).  Every body's velocity v_i, acceleration a_i
+(gravity as the base acceleration), spatial inertia I_i and every dof's motion subspace
+column J_k are taken in one fixed frame per tree (the root body's frame at q; see
+:mod:`jaxdyn.dynamics.crba` for why not the world); v and a are sums over the dofs that move
+a body.  Moving joint k by its tangent displaces its whole subtree rigidly by J_k, which
+gives, with p = parent of k's body,
 
     u_k    = v_p x J_k                          (d v_j / d q_k = J_k x v_j + u_k)
     dA_q,k = a_p x J_k + v_p x u_k              (d a_j / d q_k = J_k x a_j + dA_q,k + u_k x v_j)
@@ -27,13 +30,15 @@ where d is the deeper of the two bodies (of dofs c and k; the terms vanish unles
 ancestor of the other).  All S are constant in the child frame (``jaxdyn.model.joints``), so
 d J_c / d q_k = J_k x J_c for k above c.  Per-body terms are O(n); the pairwise assembly is
 one masked (nv, nv) product per matrix.  ABA's derivatives follow from RNEA's (Carpentier &
-Mansard, Sec. IV): d qdd / d x = -M^-1 d tau / d x at qdd = ABA(q, qd, tau).
+Mansard, Sec. IV): d qdd / d x = -M^-1 d tau / d x at qdd = ABA(q, qd, tau); here qdd =
+M^-1 (tau - h) with h and M from the same terms (h: the joint forces at qdd = 0) and M^-1 by
+Gauss-Jordan sweeps (no LAPACK call; NaN where M is not positive definite).
 
 Method "autodiff": reverse-mode automatic differentiation of ``rnea`` / ``aba`` through the
 tangent map (nv vector-Jacobian products through the scans), kept as the independent
 reference for the analytical sweeps.
 
-Batches: ``derivatives_batch`` runs any of these functions over a batch in vmapped chunks
+Batches: ``derivatives_batch`` runs any of these functions over a batch in chunks
 (``lax.map(..., batch_size=chunk)``), so memory is bounded by ``chunk`` states.
 """
 from __future__ import annotations
@@ -45,15 +50,15 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._typing import Configuration, JointMatrix, Tangent
-from .. import spatial as sp
 from ..errors import ArgumentError, ShapeError
-from ..kinematics import ancestors, body_velocities, motion_subspaces_world, root_transforms
 from ..model.configuration import integrate
 from ..model.model import Model, check_state
-from ..tree import parent_slots
-from .aba import aba, aba_factor, aba_solve, velocity_terms
-from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, gravity_acceleration, with_zero_body
-from .minv import minv, minv_from_factor
+from . import derivative_sweeps as ds
+from .aba import aba
+from .aba_steps import same
+from .batch import cpu_jit
+from .common import materialize
+from .minv import minv
 from .crba import crba
 from .rnea import rnea
 
@@ -79,69 +84,15 @@ def _state_jacobians(f, model, q, qd):
     return J[:, :nv], J[:, nv:]
 
 
-def _mh(h):
-    """6x6 matrix of u -> u x* h (h a force, angular-first)."""
-    n, f = sp.skew(h[:3]), sp.skew(h[3:])
-    return -jnp.block([[n, f], [f, jnp.zeros_like(f)]])
-
-
-def _body_terms(model: Model, q, qd, qdd, anc, gravity=None):
-    """Per-body terms of the analytical derivatives, in each tree's root frame at q.
-    ``anc``: :func:`jaxdyn.kinematics.ancestors` of the model.
-
-    Returns J (nb, 6, k) (padded slots 0), u, dAq, dAv (nb, 6, k), and the subtree sums
-    IC (nb, 6, 6), BC (nb, 6, 6), F (nb, 6).
-    """
-    a0 = gravity_acceleration(model, gravity)
-    v, a, Xup, S = body_velocities(model, q, qd, qdd, a0)
-    Xr = root_transforms(model, Xup)
-    X = sp.Transform(Xr.E[:-1], Xr.r[:-1])
-    to_root = jax.vmap(sp.apply_motion_inv)
-    ov, oa = to_root(X, v[:-1]), to_root(X, a[:-1])
-    J = motion_subspaces_world(model, Xr, S) * dof_mask(model)[:, None, :]
-    I = jax.vmap(sp.inertia.to_matrix)(jax.vmap(sp.inertia.transform_to_parent)(X, body_inertias(model)))
-    root = (model.parent < 0)[:, None]
-    par = parent_slots(model)
-    vp = with_zero_body(ov)[par]                                       # 0 at roots
-    ap = jnp.where(root, jax.vmap(sp.apply_motion)(Xup, jnp.broadcast_to(a0, ov.shape)),
-                   with_zero_body(oa)[par])                            # -g in root coordinates
-    crm = jax.vmap(sp.crm)
-    Cp, Cv = crm(vp), crm(ov)
-    u = Cp @ J
-    dAq = crm(ap) @ J + Cp @ u
-    dAv = Cv @ J + u
-    h = jnp.einsum("bij,bj->bi", I, ov)
-    Fv = -jnp.swapaxes(Cv, 1, 2)                                       # v x* (force cross product)
-    f = jnp.einsum("bij,bj->bi", I, oa) + jnp.einsum("bij,bj->bi", Fv, h)
-    B = Fv @ I - I @ Cv + jax.vmap(_mh)(h)
-    sub = anc[:-1]                                                     # sub[j, i]: i is j or above j
-    IC, BC = (jnp.einsum("ji,jab->iab", sub, x) for x in (I, B))
-    F = jnp.einsum("ji,ja->ia", sub, f)
-    return J, u, dAq, dAv, IC, BC, F
-
-
-def _analytic_rnea_derivatives(model: Model, q, qd, qdd, gravity=None):
-    """(dtau_dq, dtau_dqd, M) by Carpentier & Mansard's sweeps (module docstring)."""
-    ancb = ancestors(model)
-    J, u, dAq, dAv, IC, BC, F = _body_terms(model, q, qd, qdd, ancb, gravity)
-    body, col = dof_owner(model)
-    Jd, ud, dAqd, dAvd = (with_zero_body(x)[body, :, col] for x in (J, u, dAq, dAv))   # (nv, 6)
-    ICd, BCd = with_zero_body(IC)[body], with_zero_body(BC)[body]                  # (nv, 6, 6)
-    Fd = with_zero_body(F)[body]                                                    # (nv, 6)
-    anc, same = dof_ancestry(model, ancb, body)                        # anc[c, k]: k's body is c's or above
-    above = anc.T - same                                               # above[c, k]: c's body strictly above k's
-    mv = partial(jnp.einsum, "nij,nj->ni")
-    W = mv(ICd, Jd)                                                    # IC_c J_c
-    V = mv(jnp.swapaxes(BCd, 1, 2), Jd)                                # BC_c^T J_c
-    crf = jax.vmap(sp.crf)(Jd)
-    Pq = mv(ICd, dAqd) + mv(BCd, ud) + mv(crf, Fd)                     # d F_k / d q_k (subtree of k)
-    Pv = mv(ICd, dAvd) + mv(BCd, Jd)
-    dq = (Jd @ Pq.T) * above + (W @ dAqd.T + V @ ud.T) * anc
-    dv = (Jd @ Pv.T) * above + (W @ dAvd.T + V @ Jd.T) * anc
-    Mb = W @ Jd.T
-    low = Mb * (anc - same)
-    M = low + low.T + Mb * same + jnp.diag(model.armature)
-    return dq, dv, M
+def _analytic(fn, model: Model, q, qd, x, i=None):
+    """Carpentier & Mansard's derivatives (:mod:`jaxdyn.dynamics.derivative_sweeps`) of one
+    state (q (nq,), qd, x (nv,)) or a chunk (q (C, nq), qd, x (C, nv); ``i`` its traced index,
+    for the fusion barriers): (nv, nv) or (C, nv, nv) each."""
+    terms = ds.aba_derivatives_terms if fn == "aba" else ds.rnea_derivatives_terms
+    last = (lambda a: a) if q.ndim == 1 else (lambda a: jnp.moveaxis(a, 0, -1))
+    keep = same if i is None else partial(materialize, i=i)
+    out = terms(model, *ds.state_transforms(model, q), last(qd), last(x), keep=keep)
+    return out if q.ndim == 1 else tuple(jnp.moveaxis(a, -1, 0) for a in out)
 
 
 @partial(jax.jit, static_argnames=("method",))
@@ -156,7 +107,7 @@ def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
     check_state(model, q=q, qd=qd, qdd=qdd)
     _check_method(method)
     if method == "analytic":
-        return _analytic_rnea_derivatives(model, q, qd, qdd)
+        return _analytic("rnea", model, q, qd, qdd)
     dq, dv = _state_jacobians(lambda qq, vv: rnea(model, qq, vv, qdd), model, q, qd)
     return dq, dv, crba(model, q)
 
@@ -174,23 +125,20 @@ def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
     check_state(model, q=q, qd=qd, tau=tau)
     _check_method(method)
     if method == "analytic":
-        fac = aba_factor(model, q)                                     # one factorization for qdd and M^-1
-        c, pA = velocity_terms(model, fac.Xup, fac.S, qd)
-        qdd = aba_solve(model, fac, c, pA, tau, gravity_acceleration(model))
-        Mi = minv_from_factor(model, fac)
-        dq, dv, _ = _analytic_rnea_derivatives(model, q, qd, qdd)
-        return -Mi @ dq, -Mi @ dv, Mi
+        return _analytic("aba", model, q, qd, tau)
     dq, dv = _state_jacobians(lambda qq, vv: aba(model, qq, vv, tau), model, q, qd)
     return dq, dv, minv(model, q)
 
 
-@partial(jax.jit, static_argnames=("fn", "chunk", "method"))
-def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=64, method="analytic"):
+def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analytic"):
     """``aba_derivatives`` (fn="aba") or ``rnea_derivatives`` (fn="rnea") of B states at once.
 
     Q (B, nq), QD (B, nv), X (B, nv) (tau, resp. qdd).  Returns the three (B, nv, nv) arrays.
-    Runs vmapped chunks of ``chunk`` states one after the other, so memory stays bounded
-    (see the module docstring); the result equals ``vmap`` of the per-state function.
+    Runs chunks of ``chunk`` states one after the other, so memory stays bounded: the
+    analytic method on batch-last chunks (:mod:`jaxdyn.dynamics.derivative_sweeps`; a
+    top-level call on CPU is compiled with ``jaxdyn.CPU_OPTIONS``, inside your own jit pass
+    them to it), autodiff as vmapped chunks.  The result equals ``vmap`` of the per-state
+    function.
     """
     funcs = {"aba": aba_derivatives, "rnea": rnea_derivatives}
     if fn not in funcs:
@@ -203,5 +151,20 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=64, method="analyt
         if jnp.ndim(a) != 2 or jnp.shape(a) != (B, n):
             raise ShapeError(f"derivatives_batch: {nm} must have shape (B, {n}) for model {model.name!r}, "
                              f"got {jnp.shape(a)}")
-    f = funcs[fn]
-    return lax.map(lambda x: f(model, *x, method=method), (Q, QD, X), batch_size=min(chunk, B))
+    return _batch_compiled(model, Q, QD, X, fn=fn, chunk=chunk, method=method)
+
+
+def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method):
+    B = Q.shape[0]
+    C = min(chunk, B)
+    if method == "analytic":
+        rows = -(-B // C) * C
+        pad = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
+        xs = tuple(pad(a).reshape((rows // C, C) + a.shape[1:]) for a in (Q, QD, X))
+        out = lax.map(lambda x: _analytic(fn, model, *x[1:], i=x[0]), (jnp.arange(rows // C, dtype=jnp.int32),) + xs)
+        return tuple(a.reshape((rows,) + a.shape[2:])[:B] for a in out)
+    f = aba_derivatives if fn == "aba" else rnea_derivatives
+    return lax.map(lambda x: f(model, *x, method=method), (Q, QD, X), batch_size=C)
+
+
+_batch_compiled = cpu_jit(_derivatives_batch, ("fn", "chunk", "method"))

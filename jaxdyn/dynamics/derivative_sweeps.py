@@ -1,0 +1,275 @@
+"""The terms of Carpentier & Mansard's (2018) analytical derivatives, written once for one
+state and for a batch-last chunk of states (the formulas are in
+:mod:`jaxdyn.dynamics.derivatives`).
+
+Component-first layout (:mod:`jaxdyn.spatial.linalg`), with the bodies or dofs on the first
+trailing axis and an optional batch axis after it:
+
+* per body: vectors (6, nb, ...), matrices (6, 6, nb, ...);
+* per dof: vectors (6, nv, ...), matrices (6, 6, nv, ...);
+* dof pairs: (nv, nv, ...).
+
+``...`` is empty for one state and (C,) for a chunk of C states of one model.  Each tree is
+expressed in its root body's frame at q (see :mod:`jaxdyn.dynamics.crba`).  Sums over the
+bodies a dof moves, and over subtrees, are products with the model's constant 0/1 ancestry
+matrices (one matrix product per quantity instead of a sweep); only the root transforms
+need a sweep.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .. import spatial as sp
+from ..kinematics import ancestors, joint_transforms
+from ..model.model import Model
+from ..spatial.linalg import mm, mv, tr
+from ..tree import forward_sweep, parent_slots
+from .aba_steps import same
+from .common import body_inertia_matrices, dof_ancestry, dof_owner, gravity_acceleration
+
+
+class Topology(NamedTuple):
+    """Constant 0/1 matrices of a model: ``anc`` (nb, nb), anc[i, j] = 1 when body j is i or
+    an ancestor of i; ``A`` (nb, nv), A[i, k] = 1 when dof k moves body i; ``pair``,
+    ``same`` (nv, nv): dof k's body is dof c's body or above it, resp. the same body;
+    ``body``, ``col`` (nv,): each dof's body (nb for padded dofs) and column of S."""
+    anc: jax.Array
+    A: jax.Array
+    pair: jax.Array
+    same: jax.Array
+    body: jax.Array
+    col: jax.Array
+
+
+def topology(model: Model) -> Topology:
+    """:class:`Topology` of ``model``."""
+    nb = model.nb
+    anc = ancestors(model)
+    body, col = dof_owner(model)
+    A = jnp.concatenate([anc[:-1], jnp.zeros((nb, 1), anc.dtype)], 1)[:, body]
+    pair, same = dof_ancestry(model, anc, body)
+    return Topology(anc[:-1], A, pair, same, body, col)
+
+
+def _over(M, x, axis):
+    """M (m, n) applied along ``axis`` of x (length n) -> that axis has length m."""
+    return jnp.moveaxis(jnp.tensordot(M, jnp.moveaxis(x, axis, 0), 1), 0, axis)
+
+
+def _gather(x, idx, axis, nb):
+    """Rows ``idx`` of x along ``axis``; index nb (padded dofs) reads zeros."""
+    pad = [(0, 0)] * x.ndim
+    pad[axis] = (0, 1)
+    return jnp.take(jnp.pad(x[(slice(None),) * axis + (slice(0, nb),)], pad), idx, axis)
+
+
+def _cross_matrix(v):
+    """6x6 matrix of v x (motion cross product), component-first: v (6, ...) -> (6, 6, ...)."""
+    z = jnp.zeros_like(v[0])
+
+    def sk(w):
+        return jnp.stack([jnp.stack([z, -w[2], w[1]]), jnp.stack([w[2], z, -w[0]]),
+                          jnp.stack([-w[1], w[0], z])])
+    W, V = sk(v[:3]), sk(v[3:])
+    Z = jnp.zeros_like(W)
+    return jnp.concatenate([jnp.concatenate([W, Z], 1), jnp.concatenate([V, W], 1)], 0)
+
+
+def _root_transforms(model: Model, E, r):
+    """Body -> root-body-frame transforms (:func:`jaxdyn.kinematics.root_transforms`) of
+    joint transforms E (nb, 3, 3, ...), r (nb, 3, ...); same shapes."""
+    root = (model.parent < 0).reshape((-1,) + (1,) * (E.ndim - 1))
+    I3 = jnp.eye(3, dtype=E.dtype).reshape((3, 3) + (1,) * (E.ndim - 3))
+    E = jnp.where(root, I3, E)
+    r = jnp.where(root[:, 0], 0.0, r)
+
+    def step(Xp, X):
+        return (mm(X[0], Xp[0]), Xp[1] + jnp.sum(Xp[0] * X[1][:, None], 0)), None
+    X0, _ = forward_sweep(step, model, (jnp.broadcast_to(I3, E.shape[1:]), jnp.zeros(r.shape[1:], r.dtype)),
+                          (E, r))
+    return X0[0][:-1], X0[1][:-1]
+
+
+class Kinematics(NamedTuple):
+    """qdd-independent terms (layouts in the module docstring).  Per dof: J (its motion
+    subspace column), vb, vp (velocities of its body and of that body's parent), u = vp x J;
+    per body: v, g (the base acceleration -gravity, nonzero on root bodies), abias (the
+    acceleration at qdd = 0), I (6x6), h = I v, and the subtree sums IC, BC of I and of
+    B = v x* I - I v x + (. x* h)."""
+    J: jax.Array
+    vb: jax.Array
+    vp: jax.Array
+    u: jax.Array
+    v: jax.Array
+    g: jax.Array
+    abias: jax.Array
+    I: jax.Array
+    h: jax.Array
+    IC: jax.Array
+    BC: jax.Array
+
+
+def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=same) -> Kinematics:
+    """:class:`Kinematics` from the joint transforms E (nb, 3, 3, ...), r (nb, 3, ...), S
+    (nb, 6, k, ...) (:func:`jaxdyn.kinematics.joint_transforms`, batch axis last) and qd
+    (nv, ...).  Velocities and accelerations are sums over the dofs that move a body,
+    v_i = sum_k A_ik J_k qd_k and a_i = g_i + sum_k A_ik (J_k qdd_k + (v_k x J_k) qd_k) with
+    v_k the velocity of dof k's body (J_k is fixed in that body, so dJ_k/dt = v_k x J_k).
+    ``keep`` is applied to intermediate products (as in :mod:`jaxdyn.dynamics.aba_steps`)."""
+    nb = model.nb
+    batch = (1,) * (E.ndim - 3)
+    a0 = gravity_acceleration(model, gravity).reshape((6, 1) + batch)
+    cf = lambda x, n: jnp.moveaxis(x, 0, n)                             # bodies after n components
+    Er, rr = keep(_root_transforms(model, E, r))
+    Xr = sp.Transform(cf(Er, 2), cf(rr, 1))                             # (3, 3, nb, ...), (3, nb, ...)
+    Xd = sp.Transform(_gather(Xr.E, topo.body, 2, nb), _gather(Xr.r, topo.body, 1, nb))
+    Sd = cf(_gather(S, topo.body, 0, nb)[jnp.arange(model.nv), :, topo.col], 1)
+    J = keep(sp.apply_motion_inv(Xd, Sd))                               # (6, nv, ...)
+    v = keep(_over(topo.A, J * qd[None], 1))                            # (6, nb, ...)
+    vb, vp = keep((_gather(v, topo.body, 1, nb), _gather(_gather(v, parent_slots(model), 1, nb), topo.body, 1, nb)))
+    root = (model.parent < 0).reshape((nb,) + batch)
+    g = jnp.where(root, sp.apply_motion(sp.Transform(cf(E, 2), cf(r, 1)), a0), 0.0)
+    abias = keep(_over(topo.anc, g, 1) + _over(topo.A, keep(sp.cross_motion(vb, J) * qd[None]), 1))
+    I6 = jnp.moveaxis(body_inertia_matrices(model).astype(E.dtype), 0, 2).reshape((6, 6, nb) + batch)
+    I = keep(sp.congruence(Xr, I6 + jnp.zeros_like(Xr.r[:1, None]), keep))   # X^T I X: root frame
+    h = keep(mv(I, v))
+    Cv = _cross_matrix(v)
+    hx = _cross_matrix(h)                                               # [[n x, 0], [f x, n x]]
+    nx, fx = hx[:3, :3], hx[3:, :3]
+    mh = -jnp.concatenate([jnp.concatenate([nx, fx], 1), jnp.concatenate([fx, jnp.zeros_like(fx)], 1)], 0)
+    B = keep(-mm(tr(Cv), I) - mm(I, Cv) + mh)
+    IC, BC = keep(tuple(_over(topo.anc.T, x, 2) for x in (I, B)))
+    return Kinematics(J, vb, vp, keep(sp.cross_motion(vp, J)), v, g, abias, I, h, IC, BC)
+
+
+def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same):
+    """Body accelerations a (6, nb, ...) at qdd (nv, ...), the subtree force sums F (6, nb, ...)
+    and the joint forces J^T F (nv, ...) (tau without armature)."""
+    a = keep(kin.abias + _over(topo.A, kin.J * qdd[None], 1))
+    f = keep(mv(kin.I, a) + sp.cross_force(kin.v, kin.h))
+    F = keep(_over(topo.anc.T, f, 1))
+    Fd = _gather(F, topo.body, 1, model.nb)
+    return a, F, sum(kin.J[i] * Fd[i] for i in range(6))
+
+
+def _pair(x, y):
+    """(c, k) -> sum_i x[i, c] y[i, k] for x, y (n, nv, ...) -> (nv, nv, ...)."""
+    if x.ndim == 2:
+        return x.T @ y
+    out = x[0][:, None] * y[0][None]                   # unrolled: a reduction over the leading
+    for i in range(1, x.shape[0]):                     # axis ran ~15x slower on XLA:CPU
+        out = out + x[i][:, None] * y[i][None]
+    return out
+
+
+def _mask(m, x):
+    """A (n, n) mask broadcast against x (n, n, ...)."""
+    return m.reshape(m.shape + (1,) * (x.ndim - 2))
+
+
+def mass_matrix(model: Model, topo: Topology, W, J, keep=same):
+    """M (nv, nv, ...) from W_c = IC_c J_c (6, nv, ...): M_ck = W_c . J_k for c at or below k."""
+    Mb = keep(_pair(W, J))
+    low = Mb * _mask(topo.pair - topo.same, Mb)
+    return low + tr(low) + Mb * _mask(topo.same, Mb) + _mask(jnp.diag(model.armature), Mb)
+
+
+def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, keep=same):
+    """(dtau_dq, dtau_dqd, M), each (nv, nv, ...) (:mod:`jaxdyn.dynamics.derivatives`)."""
+    nb = model.nb
+    root = (model.parent < 0).reshape((nb,) + (1,) * (a.ndim - 2))
+    ap = keep(_gather(jnp.where(root, kin.g, _gather(a, parent_slots(model), 1, nb)), topo.body, 1, nb))
+    J, u = kin.J, kin.u
+    dAq = keep(sp.cross_motion(ap, J) + sp.cross_motion(kin.vp, u))
+    dAv = keep(sp.cross_motion(kin.vb, J) + u)
+    ICd, BCd, Fd = keep((_gather(kin.IC, topo.body, 2, nb), _gather(kin.BC, topo.body, 2, nb),
+                         _gather(F, topo.body, 1, nb)))
+    W = keep(mv(ICd, J))                                                # IC_c J_c
+    V = keep(mv(tr(BCd), J))                                            # BC_c^T J_c
+    Pq = keep(mv(ICd, dAq) + mv(BCd, u) + sp.cross_force(J, Fd))        # d F_k / d q_k (subtree of k)
+    Pv = keep(mv(ICd, dAv) + mv(BCd, J))
+    WV, dAqu, dAvJ = keep((jnp.concatenate([W, V]), jnp.concatenate([dAq, u]), jnp.concatenate([dAv, J])))
+    dq, dv = keep((_pair(J, Pq), _pair(J, Pv)))
+    above = _mask(topo.pair.T - topo.same, dq)                          # c's body strictly above k's
+    anc = _mask(topo.pair, dq)
+    dq = keep(dq * above + _pair(WV, dAqu) * anc)
+    dv = keep(dv * above + _pair(WV, dAvJ) * anc)
+    return dq, dv, mass_matrix(model, topo, W, J, keep)
+
+
+def spd_inverse(M):
+    """Inverse of SPD matrices M (n, n, ...) (one, or a batch-last stack) by Gauss-Jordan
+    sweeps on the diagonal pivots: n rank-1 updates, vectorized over the trailing axes; SPD
+    matrices need no pivoting.  No LAPACK call (see :func:`jaxdyn.dynamics.common.pd_inverse`
+    for why batched LAPACK kernels are avoided).  NaN where M is not positive definite."""
+    n = M.shape[0]
+    idx = jnp.arange(n).reshape((n,) + (1,) * (M.ndim - 2))
+
+    def sweep(k, A):
+        row = lax.dynamic_index_in_dim(A, k, 0, keepdims=False)             # A[k, :] = A[:, k] (n, ...)
+        d = lax.dynamic_index_in_dim(row, k, 0, keepdims=False)
+        dinv = (1.0 / jnp.where(d > 0, d, jnp.nan))[None]                  # (1, ...)
+        e = idx == k                                                        # (n, 1, ...) unit at k
+        col = jnp.where(e, 0.0, row * dinv)                                 # A[i, k] / d, i != k
+        A = jnp.where(e[:, None] | e[None], 0.0, A - col[:, None] * row[None])
+        ef = e.astype(A.dtype)
+        return A + col[:, None] * ef[None] + ef[:, None] * col[None] - (ef[:, None] * ef[None]) * dinv[None]
+
+    return -lax.fori_loop(0, n, sweep, M)
+
+
+def _matvec(A, x):
+    """A x for A (n, n, ...), x (n, ...)."""
+    if A.ndim == 2:
+        return A @ x
+    out = A[:, 0] * x[0][None]
+    for j in range(1, A.shape[1]):
+        out = out + A[:, j] * x[j][None]
+    return out
+
+
+def matmul(A, B):
+    """A @ B for (n, n, ...) stacks."""
+    if A.ndim == 2:
+        return A @ B
+    return jnp.moveaxis(jnp.moveaxis(A, -1, 0) @ jnp.moveaxis(B, -1, 0), 0, -1)
+
+
+def rnea_derivatives_terms(model: Model, E, r, S, qd, qdd, gravity=None, keep=same):
+    """(dtau_dq, dtau_dqd, M) (nv, nv, ...) at joint transforms E, r, S (batch-last)."""
+    topo = topology(model)
+    kin = kinematics(model, topo, E, r, S, qd, gravity, keep)
+    a, F, _ = joint_forces(model, topo, kin, qdd, keep)
+    return assemble(model, topo, kin, a, F, keep)
+
+
+def aba_derivatives_terms(model: Model, E, r, S, qd, tau, gravity=None, keep=same):
+    """(dqdd_dq, dqdd_dqd, Minv) (nv, nv, ...): qdd = M^-1 (tau - h), with h the joint forces
+    at qdd = 0 and M from the same terms; then -M^-1 (d tau / d q, d tau / d qd)."""
+    topo = topology(model)
+    kin = kinematics(model, topo, E, r, S, qd, gravity, keep)
+    _, _, h = joint_forces(model, topo, kin, jnp.zeros_like(qd), keep)
+    W = keep(mv(_gather(kin.IC, topo.body, 2, model.nb), kin.J))
+    M = mass_matrix(model, topo, W, kin.J, keep)
+    Mi = keep(spd_inverse(M))
+    qdd = _matvec(Mi, tau - h)
+    qdd = qdd + _matvec(Mi, tau - h - _matvec(M, qdd))                  # one refinement step
+    a, F, _ = joint_forces(model, topo, kin, qdd, keep)
+    dq, dv, _ = assemble(model, topo, kin, a, F, keep)
+    return -matmul(Mi, dq), -matmul(Mi, dv), Mi
+
+
+def state_transforms(model: Model, q):
+    """Joint transforms of one state q (nq,) or a chunk (C, nq), batch axis last:
+    E (nb, 3, 3, ...), r (nb, 3, ...), S (nb, 6, k, ...)."""
+    if q.ndim == 1:
+        X, S = joint_transforms(model, q)
+    else:
+        X, S = jax.vmap(partial(joint_transforms, model), out_axes=-1)(q)
+    return X.E, X.r, S
+
