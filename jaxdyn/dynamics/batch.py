@@ -102,6 +102,21 @@ def _joint_transforms(model: Model, q, bodies, types, k):
     return X.E, X.r, S
 
 
+def chunk_joint_transforms(model: Model, q):
+    """Joint transforms of a chunk q (C, nq), batch-last: E (nb, 3, 3, C), r (nb, 3, C),
+    S (nb, 6, model.k, C), as :func:`jaxdyn.kinematics.joint_transforms` for every state.  A
+    floating root (:func:`_layout`) is computed alone, so the other bodies compute only
+    their own joint types (not a free joint each)."""
+    free, k, types = _layout(model)
+    if not free:
+        return _joint_transforms(model, q, slice(None), model.types, model.k)
+    E0, r0, S0 = _joint_transforms(model, q, slice(0, 1), (J.FREE,), 6)
+    E1, r1, S1 = _joint_transforms(model, q, slice(1, model.nb), types, k)
+    S1 = jnp.pad(S1, ((0, 0), (0, 0), (0, model.k - k), (0, 0)))
+    return (jnp.concatenate([E0, E1]), jnp.concatenate([r0, r1]),
+            jnp.concatenate([jnp.pad(S0, ((0, 0), (0, 0), (0, model.k - 6), (0, 0))), S1]))
+
+
 def _body_constants(model: Model, dt):
     """State-independent per-body data, computed once per call: 6x6 inertias (nb, 6, 6, 1),
     the dof mask (nb, k) and the pivot's diagonal addend (armature; 1 on unused slots)."""

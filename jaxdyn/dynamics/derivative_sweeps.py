@@ -17,7 +17,6 @@ need a sweep.
 """
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -30,6 +29,7 @@ from ..model.model import Model
 from ..spatial.linalg import mm, mv, tr
 from ..tree import forward_sweep, parent_slots
 from .aba_steps import same
+from .batch import chunk_joint_transforms
 from .common import body_inertia_matrices, dof_ancestry, dof_owner, gravity_acceleration
 
 
@@ -202,6 +202,7 @@ def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, keep=same):
     return dq, dv, mass_matrix(model, topo, W, J, keep)
 
 
+@jax.custom_jvp
 def spd_inverse(M):
     """Inverse of SPD matrices M (n, n, ...) (one, or a batch-last stack) by Gauss-Jordan
     sweeps on the diagonal pivots: n rank-1 updates, vectorized over the trailing axes; SPD
@@ -221,6 +222,13 @@ def spd_inverse(M):
         return A + col[:, None] * ef[None] + ef[:, None] * col[None] - (ef[:, None] * ef[None]) * dinv[None]
 
     return -lax.fori_loop(0, n, sweep, M)
+
+
+@spd_inverse.defjvp
+def _spd_inverse_jvp(primals, tangents):
+    """d(M^-1) = -M^-1 dM M^-1 (the sweeps themselves are not differentiated)."""
+    Mi = spd_inverse(primals[0])
+    return Mi, -matmul(Mi, matmul(tangents[0], Mi))
 
 
 def _matvec(A, x):
@@ -269,7 +277,6 @@ def state_transforms(model: Model, q):
     E (nb, 3, 3, ...), r (nb, 3, ...), S (nb, 6, k, ...)."""
     if q.ndim == 1:
         X, S = joint_transforms(model, q)
-    else:
-        X, S = jax.vmap(partial(joint_transforms, model), out_axes=-1)(q)
-    return X.E, X.r, S
+        return X.E, X.r, S
+    return chunk_joint_transforms(model, q)
 
