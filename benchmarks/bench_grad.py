@@ -6,7 +6,8 @@ Usage: python benchmarks/bench_grad.py [--robots panda,talos_reduced] [--batches
 Per robot (f64, one JAX CPU device, Pinocchio in the same run on one core):
 
 * ``aba_derivatives`` / ``rnea_derivatives`` (Carpentier-Mansard sweeps; B = 1: one jitted
-  call, B > 1: ``derivatives_batch`` in chunks of 64) and the autodiff reference
+  call, B > 1: ``derivatives_batch``, batch-last chunks of 32; at the largest B also
+  ``vmap`` of the per-state function) and the autodiff reference
   (``method="autodiff"``, B = 64 only: it is ~50x slower), with compile times;
 * one reverse-mode gradient of a scalar of qdd (``vmap(grad)``) through ``jaxdyn.aba`` (its
   implicit derivative rule) and through ``aba_unwrapped`` (autodiff through the passes);
@@ -93,9 +94,13 @@ def main():
                 if B == 1:
                     f = lambda: single(m, Q[0], V[0], T[0])
                 else:
-                    f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=64)
+                    f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn)
                 row[f"{fn}_derivatives_compile_s_B{B}"] = compiled(f)
                 row[f"{fn}_derivatives_us_B{B}"] = timeit(lambda: jax.block_until_ready(f())) / B * 1e6
+            vf = jax.jit(jax.vmap(single, (None, 0, 0, 0)), compiler_options=jaxdyn.CPU_OPTIONS)
+            f = lambda: vf(m, Q, V, T)
+            row[f"{fn}_derivatives_vmap_compile_s_B{Bmax}"] = compiled(f)
+            row[f"{fn}_derivatives_vmap_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(f())) / Bmax * 1e6
             f = lambda: jaxdyn.derivatives_batch(m, Q[:64], V[:64], T[:64], fn=fn, chunk=64, method="autodiff")
             row[f"{fn}_derivatives_autodiff_compile_s_B64"] = compiled(f)
             row[f"{fn}_derivatives_autodiff_us_B64"] = timeit(lambda: jax.block_until_ready(f())) / 64 * 1e6
@@ -158,6 +163,9 @@ def plot(res, path, Bmax):
     names = list(res["robots"])
     series = [("Pinocchio computeABADerivatives", "pin_aba_derivatives_us"),
               (f"aba_derivatives (analytic, B={Bmax})", f"aba_derivatives_us_B{Bmax}"),
+              (f"vmap(aba_derivatives) (B={Bmax})", f"aba_derivatives_vmap_us_B{Bmax}"),
+              ("Pinocchio computeRNEADerivatives", "pin_rnea_derivatives_us"),
+              (f"rnea_derivatives (analytic, B={Bmax})", f"rnea_derivatives_us_B{Bmax}"),
               ("aba_derivatives (analytic, B=1)", "aba_derivatives_us_B1"),
               ("aba_derivatives (autodiff, B=64)", "aba_derivatives_autodiff_us_B64"),
               ("grad through aba (implicit rule)", [k for k in res["robots"][names[0]] if k.startswith("grad_aba_implicit_us")][0]),

@@ -202,26 +202,48 @@ def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, keep=same):
     return dq, dv, mass_matrix(model, topo, W, J, keep)
 
 
+def _small_spd_inverse(D):
+    """Inverse of SPD blocks D (b, b, ...), b small, by scalar Gauss-Jordan sweeps unrolled
+    over the b^2 entries (elementwise over the trailing axes); NaN if a pivot is not positive."""
+    b = D.shape[0]
+    A = [[D[i, j] for j in range(b)] for i in range(b)]
+    for k in range(b):
+        dinv = 1.0 / jnp.where(A[k][k] > 0, A[k][k], jnp.nan)
+        A = [[(-dinv if j == k else A[k][j] * dinv) if i == k else
+              (A[i][k] * dinv if j == k else A[i][j] - A[i][k] * A[k][j] * dinv)
+              for j in range(b)] for i in range(b)]
+    return -jnp.stack([jnp.stack(row) for row in A])
+
+
+SWEEP_BLOCK = 2
+"""Pivots eliminated per step of :func:`spd_inverse` (one pass over the matrix per step)."""
+
+
 @jax.custom_jvp
 def spd_inverse(M):
-    """Inverse of SPD matrices M (n, n, ...) (one, or a batch-last stack) by Gauss-Jordan
-    sweeps on the diagonal pivots: n rank-1 updates, vectorized over the trailing axes; SPD
-    matrices need no pivoting.  No LAPACK call (see :func:`jaxdyn.dynamics.common.pd_inverse`
-    for why batched LAPACK kernels are avoided).  NaN where M is not positive definite."""
-    n = M.shape[0]
-    idx = jnp.arange(n).reshape((n,) + (1,) * (M.ndim - 2))
+    """Inverse of SPD matrices M (n, n, ...) (one, or a batch-last stack) by block
+    Gauss-Jordan sweeps: n / b steps (b = :data:`SWEEP_BLOCK`), each eliminating a b x b
+    diagonal block K (P = M_KK^-1, unrolled):
+    A <- A - A_:K P A_K:, A_K: <- P A_K:, A_:K <- A_:K P, A_KK <- -P, which leaves -M^-1.
+    Vectorized over the trailing axes; SPD matrices need no pivoting.  No LAPACK call (see
+    :func:`jaxdyn.dynamics.common.pd_inverse` for why batched LAPACK kernels are avoided).
+    NaN where M is not positive definite."""
+    n, b = M.shape[0], SWEEP_BLOCK
+    m = -(-n // b) * b
+    ones = (1,) * (M.ndim - 2)
+    pad = [(0, m - n), (0, m - n)] + [(0, 0)] * len(ones)
+    A0 = jnp.pad(M, pad) + jnp.diag((jnp.arange(m) >= n).astype(M.dtype)).reshape((m, m) + ones)
 
     def sweep(k, A):
-        row = lax.dynamic_index_in_dim(A, k, 0, keepdims=False)             # A[k, :] = A[:, k] (n, ...)
-        d = lax.dynamic_index_in_dim(row, k, 0, keepdims=False)
-        dinv = (1.0 / jnp.where(d > 0, d, jnp.nan))[None]                  # (1, ...)
-        e = idx == k                                                        # (n, 1, ...) unit at k
-        col = jnp.where(e, 0.0, row * dinv)                                 # A[i, k] / d, i != k
-        A = jnp.where(e[:, None] | e[None], 0.0, A - col[:, None] * row[None])
-        ef = e.astype(A.dtype)
-        return A + col[:, None] * ef[None] + ef[:, None] * col[None] - (ef[:, None] * ef[None]) * dinv[None]
+        rows = lax.dynamic_slice_in_dim(A, k * b, b, 0)                     # A_K: (b, m, ...)
+        P = _small_spd_inverse(lax.dynamic_slice_in_dim(rows, k * b, b, 1))  # (b, b, ...)
+        Prow = mm(P, rows)                                                  # P A_K:
+        A = A - sum(rows[a][:, None] * Prow[a][None] for a in range(b))
+        Prow = lax.dynamic_update_slice_in_dim(Prow, -P, k * b, 1)          # new rows K, KK block -P
+        A = lax.dynamic_update_slice_in_dim(A, Prow, k * b, 0)
+        return lax.dynamic_update_slice_in_dim(A, tr(Prow), k * b, 1)     # and columns K
 
-    return -lax.fori_loop(0, n, sweep, M)
+    return -lax.fori_loop(0, m // b, sweep, A0)[:n, :n]
 
 
 @spd_inverse.defjvp
