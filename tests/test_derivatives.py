@@ -21,22 +21,35 @@ def _sym(A):
     return np.triu(A) + np.triu(A, 1).T
 
 
-def check_against_pinocchio(m, pm, states):
+def check_against_pinocchio(m, pm, states, batch=False):
+    """Per state; with ``batch`` also ``derivatives_batch`` (the batch-last chunks) on all
+    states at once."""
     d = pm.createData()
+    refs = []
     for q, v, a, _ in states:
         tau = pin.rnea(pm, d, q, v, a).copy()
         pin.computeRNEADerivatives(pm, d, q, v, a)
+        rnea_ref = (d.dtau_dq.copy(), d.dtau_dv.copy(), _sym(d.M))
         dq, dv, M = jaxdyn.rnea_derivatives(m, q, v, a)
         close(dq, d.dtau_dq, 1e-9, "dtau_dq"); close(dv, d.dtau_dv, 1e-9, "dtau_dv"); close(M, _sym(d.M), 1e-9, "M")
         pin.computeABADerivatives(pm, d, q, v, tau)
         dq, dv, Mi = jaxdyn.aba_derivatives(m, q, v, tau)
         close(dq, d.ddq_dq, 1e-9, "ddq_dq"); close(dv, d.ddq_dv, 1e-9, "ddq_dv"); close(Mi, _sym(d.Minv), 1e-9, "Minv")
+        refs.append((tau, rnea_ref, (d.ddq_dq.copy(), d.ddq_dv.copy(), _sym(d.Minv))))
+    if batch:
+        Q, V, A = (jnp.asarray(np.stack([s[j] for s in states])) for j in range(3))
+        T = jnp.asarray(np.stack([r[0] for r in refs]))
+        for fn, X, k in (("rnea", A, 1), ("aba", T, 2)):
+            got = jaxdyn.derivatives_batch(m, Q, V, X, fn=fn, chunk=2)
+            for i, r in enumerate(refs):
+                for g, want, what in zip(got, r[k], ("d/dq", "d/dqd", "M or Minv")):
+                    close(g[i], want, 1e-9, f"derivatives_batch {fn} {what}, state {i}")
 
 
 @pytest.mark.parametrize("name", ["panda", "ur5", "anymal_c", "talos_reduced", "g1"])
 def test_urdf_robots_match_pinocchio(robot_pair, name):
     m, pm = robot_pair(name)
-    check_against_pinocchio(m, pm, rng_states(m, pm, 2, seed=5))
+    check_against_pinocchio(m, pm, rng_states(m, pm, 3, seed=5), batch=name != "panda")
 
 
 def test_random_floating_tree_every_joint_type_matches_pinocchio():
