@@ -91,8 +91,9 @@ def main():
         for fn in ("aba", "rnea"):
             single = jax.jit(jaxdyn.aba_derivatives if fn == "aba" else jaxdyn.rnea_derivatives)
             for B in batches:
-                if B == 1:
-                    f = lambda: single(m, Q[0], V[0], T[0])
+                if B == 1:          # the state sliced once: Q[0] in the timed call is a dispatch of its own
+                    q0, v0, t0 = Q[0], V[0], T[0]
+                    f = lambda q0=q0, v0=v0, t0=t0: single(m, q0, v0, t0)
                 else:
                     f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn)
                 row[f"{fn}_derivatives_compile_s_B{B}"] = compiled(f)
