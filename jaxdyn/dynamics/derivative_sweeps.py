@@ -13,7 +13,7 @@ trailing axis and an optional batch axis after it:
 expressed in its root body's frame at q (see :mod:`jaxdyn.dynamics.crba`).  Sums over the
 bodies a dof moves, and over subtrees, are products with the model's constant 0/1 ancestry
 matrices (one matrix product per quantity instead of a sweep); only the root transforms
-need a sweep.
+and the ancestry matrix itself need a sweep.
 """
 from __future__ import annotations
 
