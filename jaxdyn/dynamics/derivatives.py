@@ -38,8 +38,10 @@ Method "autodiff": reverse-mode automatic differentiation of ``rnea`` / ``aba`` 
 tangent map (nv vector-Jacobian products through the scans), kept as the independent
 reference for the analytical sweeps.
 
-Batches: ``derivatives_batch`` runs any of these functions over a batch in chunks
-(``lax.map(..., batch_size=chunk)``), so memory is bounded by ``chunk`` states.
+Batches: ``derivatives_batch`` runs a batch in chunks of ``chunk`` states, one after the other
+(``lax.map``), so memory is bounded by ``chunk`` states: the analytic method on batch-last
+chunks, autodiff as vmapped chunks.  ``jax.vmap`` of the per-state functions works too but
+batches every small product (1.1-3.3x slower per state, ``benchmarks/results/grad.json``).
 """
 from __future__ import annotations
 
@@ -151,6 +153,8 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analyt
         if jnp.ndim(a) != 2 or jnp.shape(a) != (B, n):
             raise ShapeError(f"derivatives_batch: {nm} must have shape (B, {n}) for model {model.name!r}, "
                              f"got {jnp.shape(a)}")
+    if B == 0:
+        raise ShapeError("derivatives_batch: empty batch (B = 0)")
     return _batch_compiled(model, Q, QD, X, fn=fn, chunk=chunk, method=method)
 
 
