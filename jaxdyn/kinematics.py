@@ -130,16 +130,19 @@ def frame_poses(model: Model, q):
     return jnp.swapaxes(Xf.E, -1, -2), Xf.r
 
 
-def _anc_step(anc_parent, onehot):
-    a = jnp.maximum(anc_parent, onehot)
-    return a, None
-
-
 def ancestors(model: Model):
-    """(nb + 1, nb) 0/1 matrix: row i marks body i and its ancestors (row nb = world: none)."""
-    eye = jnp.eye(model.nb, dtype=model.Xtree_r.dtype)
-    anc, _ = forward_sweep(_anc_step, model, jnp.zeros(model.nb, eye.dtype), eye)
-    return anc
+    """(nb + 1, nb) 0/1 matrix: row i marks body i and its ancestors (row nb = world: none).
+
+    The reflexive-transitive closure of the parent relation by repeated squaring,
+    R <- min(R R, 1) from R = 1 + P (P[i, parent(i)] = 1): ceil(log2 nb) small matrix products
+    instead of a sweep over the bodies (lower latency for one state)."""
+    nb = model.nb
+    dt = model.Xtree_r.dtype
+    eye = jnp.eye(nb, dtype=dt)
+    R = eye + (model.parent[:, None] == jnp.arange(nb, dtype=model.parent.dtype)[None, :]).astype(dt)
+    for _ in range(max(nb - 1, 1).bit_length()):
+        R = jnp.minimum(R @ R, 1.0)
+    return jnp.concatenate([R, jnp.zeros((1, nb), dt)])
 
 
 def motion_subspaces_world(model: Model, X0, S):

@@ -270,18 +270,19 @@ def matmul(A, B):
     return jnp.moveaxis(jnp.moveaxis(A, -1, 0) @ jnp.moveaxis(B, -1, 0), 0, -1)
 
 
-def rnea_derivatives_terms(model: Model, E, r, S, qd, qdd, gravity=None, keep=same):
-    """(dtau_dq, dtau_dqd, M) (nv, nv, ...) at joint transforms E, r, S (batch-last)."""
-    topo = topology(model)
+def rnea_derivatives_terms(model: Model, E, r, S, qd, qdd, gravity=None, keep=same, topo=None):
+    """(dtau_dq, dtau_dqd, M) (nv, nv, ...) at joint transforms E, r, S (batch-last).
+    ``topo``: the model's :func:`topology` if already computed (e.g. once for all chunks)."""
+    topo = topology(model) if topo is None else topo
     kin = kinematics(model, topo, E, r, S, qd, gravity, keep)
     a, F, _ = joint_forces(model, topo, kin, qdd, keep)
     return assemble(model, topo, kin, a, F, keep)
 
 
-def aba_derivatives_terms(model: Model, E, r, S, qd, tau, gravity=None, keep=same):
+def aba_derivatives_terms(model: Model, E, r, S, qd, tau, gravity=None, keep=same, topo=None):
     """(dqdd_dq, dqdd_dqd, Minv) (nv, nv, ...): qdd = M^-1 (tau - h), with h the joint forces
     at qdd = 0 and M from the same terms; then -M^-1 (d tau / d q, d tau / d qd)."""
-    topo = topology(model)
+    topo = topology(model) if topo is None else topo
     kin = kinematics(model, topo, E, r, S, qd, gravity, keep)
     _, _, h = joint_forces(model, topo, kin, jnp.zeros_like(qd), keep)
     W = keep(mv(_gather(kin.IC, topo.body, 2, model.nb), kin.J))

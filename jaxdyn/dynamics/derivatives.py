@@ -86,14 +86,15 @@ def _state_jacobians(f, model, q, qd):
     return J[:, :nv], J[:, nv:]
 
 
-def _analytic(fn, model: Model, q, qd, x, i=None):
+def _analytic(fn, model: Model, q, qd, x, i=None, topo=None):
     """Carpentier & Mansard's derivatives (:mod:`jaxdyn.dynamics.derivative_sweeps`) of one
     state (q (nq,), qd, x (nv,)) or a chunk (q (C, nq), qd, x (C, nv); ``i`` its traced index,
-    for the fusion barriers): (nv, nv) or (C, nv, nv) each."""
+    for the fusion barriers; ``topo`` the model's topology, computed once for all chunks):
+    (nv, nv) or (C, nv, nv) each."""
     terms = ds.aba_derivatives_terms if fn == "aba" else ds.rnea_derivatives_terms
     last = (lambda a: a) if q.ndim == 1 else (lambda a: jnp.moveaxis(a, 0, -1))
     keep = same if i is None else partial(materialize, i=i)
-    out = terms(model, *ds.state_transforms(model, q), last(qd), last(x), keep=keep)
+    out = terms(model, *ds.state_transforms(model, q), last(qd), last(x), keep=keep, topo=topo)
     return out if q.ndim == 1 else tuple(jnp.moveaxis(a, -1, 0) for a in out)
 
 
@@ -165,7 +166,9 @@ def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method):
         rows = -(-B // C) * C
         pad = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
         xs = tuple(pad(a).reshape((rows // C, C) + a.shape[1:]) for a in (Q, QD, X))
-        out = lax.map(lambda x: _analytic(fn, model, *x[1:], i=x[0]), (jnp.arange(rows // C, dtype=jnp.int32),) + xs)
+        topo = ds.topology(model)
+        out = lax.map(lambda x: _analytic(fn, model, *x[1:], i=x[0], topo=topo),
+                      (jnp.arange(rows // C, dtype=jnp.int32),) + xs)
         return tuple(a.reshape((rows,) + a.shape[2:])[:B] for a in out)
     f = aba_derivatives if fn == "aba" else rnea_derivatives
     return lax.map(lambda x: f(model, *x, method=method), (Q, QD, X), batch_size=C)
