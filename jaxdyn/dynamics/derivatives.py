@@ -143,8 +143,7 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analyt
     them to it), autodiff as vmapped chunks.  The result equals ``vmap`` of the per-state
     function.
     """
-    funcs = {"aba": aba_derivatives, "rnea": rnea_derivatives}
-    if fn not in funcs:
+    if fn not in ("aba", "rnea"):
         raise ArgumentError(f"fn must be 'aba' or 'rnea', got {fn!r}")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ArgumentError(f"chunk must be a positive int, got {chunk!r}")
