@@ -46,10 +46,17 @@ def _fk_step(X0_parent, Xup):
     return X, None
 
 
+def _identity_like(Xup):
+    """The identity transform shaped like one body's entry of Xup (E (3, 3, ...), r (3, ...))."""
+    I = sp.identity(Xup.r.dtype)
+    return sp.Transform(jnp.broadcast_to(I.E.reshape((3, 3) + (1,) * (Xup.E.ndim - 3)), Xup.E.shape[1:]),
+                        jnp.zeros(Xup.r.shape[1:], Xup.r.dtype))
+
+
 def world_transforms(model: Model, Xup):
-    """0->body Transforms with leading axis nb + 1 (slot nb = world identity)."""
-    dt = Xup.r.dtype
-    X0, _ = forward_sweep(_fk_step, model, sp.identity(dt), Xup)
+    """0->body Transforms with leading axis nb + 1 (slot nb = world identity).  Xup: E
+    (nb, 3, 3, ...), r (nb, 3, ...) (one state, or batch-last stacks)."""
+    X0, _ = forward_sweep(_fk_step, model, _identity_like(Xup), Xup)
     return X0
 
 
@@ -60,10 +67,9 @@ def root_transforms(model: Model, Xup):
     each subtree is expressed in its root body's frame, so no quantity depends on where the
     robot is in the world (a floating base 1000 km from the origin loses no digits).
     """
-    dt = Xup.r.dtype
-    root = model.parent < 0
-    I = sp.identity(dt)
-    Xl = sp.Transform(jnp.where(root[:, None, None], I.E, Xup.E), jnp.where(root[:, None], I.r, Xup.r))
+    root = (model.parent < 0).reshape((-1,) + (1,) * (Xup.E.ndim - 1))
+    I = _identity_like(Xup)
+    Xl = sp.Transform(jnp.where(root, I.E[None], Xup.E), jnp.where(root[:, 0], I.r[None], Xup.r))
     return world_transforms(model, Xl)
 
 

@@ -87,12 +87,12 @@ def identity(dtype=float) -> Transform:
 
 
 def compose(X_bc: Transform, X_ab: Transform) -> Transform:
-    """X_ac = X_bc X_ab (apply X_ab first).
+    """X_ac = X_bc X_ab (apply X_ab first); component-first (one transform or a batch-last stack).
 
     E_ab^T r_bc is written as a broadcast-multiply-sum: as a dot, vmapped forward-mode
     ``rnea`` on a floating-base robot made XLA:CPU choose a non-row-major layout for it and
     abort in its dot emitter (a CHECK, jaxlib 0.10.2)."""
-    return Transform(X_bc.E @ X_ab.E, X_ab.r + jnp.sum(X_ab.E * X_bc.r[:, None], 0))
+    return Transform(mm(X_bc.E, X_ab.E), X_ab.r + jnp.sum(X_ab.E * X_bc.r[:, None], 0))
 
 
 def inverse(X: Transform) -> Transform:
