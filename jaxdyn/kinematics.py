@@ -11,13 +11,14 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ._typing import Configuration, Tangent
 from . import spatial as sp
 from .model.configuration import gather
 from .model.joints import jcalc
-from .model.model import Model, check_state
+from .model.model import Model, array_module, check_state, tree_arrays
 from .tree import forward_sweep
 
 REFERENCES = ("world", "local", "local_world_aligned")
@@ -55,7 +56,10 @@ def _identity_like(Xup):
 
 def world_transforms(model: Model, Xup):
     """0->body Transforms with leading axis nb + 1 (slot nb = world identity).  Xup: E
-    (nb, 3, 3, ...), r (nb, 3, ...) (one state, or batch-last stacks)."""
+    (nb, 3, 3, ...), r (nb, 3, ...) (one state, by pointer jumping, or batch-last stacks, by
+    a sweep)."""
+    if Xup.E.ndim == 3:
+        return _by_pointer_jumping(model, Xup)
     X0, _ = forward_sweep(_fk_step, model, _identity_like(Xup), Xup)
     return X0
 
@@ -71,6 +75,31 @@ def root_transforms(model: Model, Xup):
     I = _identity_like(Xup)
     Xl = sp.Transform(jnp.where(root, I.E[None], Xup.E), jnp.where(root[:, 0], I.r[None], Xup.r))
     return world_transforms(model, Xl)
+
+
+def _by_pointer_jumping(model: Model, Xup):
+    """:func:`world_transforms` of one state (E (nb, 3, 3), r (nb, 3)) by pointer jumping:
+    every body holds the transform from some ancestor a_i's frame (first its parent's) and
+    takes over a_i's, X_i <- X_i X_(a_i), a_i <- a_(a_i), until every a_i is the world:
+    ceil(log2 depth) steps on all bodies at once (a static topology) or ceil(log2 nb) (a
+    traced one), instead of nb sequential steps, which cost one state more time than their
+    arithmetic."""
+    nb = model.nb
+    parent, _ = tree_arrays(model)
+    xp = array_module(parent)
+    a = xp.concatenate([xp.where(parent < 0, nb, parent), xp.full((1,), nb, parent.dtype)])
+    steps = max(nb - 1, 1).bit_length()
+    if xp is np:                                   # known depth: stop when all point at the world
+        steps, b = 0, a
+        while np.any(b < nb):
+            steps, b = steps + 1, b[b]
+    I = _identity_like(Xup)
+    E = jnp.moveaxis(jnp.concatenate([Xup.E, I.E[None]]), 0, -1)      # (3, 3, nb + 1): component-first
+    r = jnp.moveaxis(jnp.concatenate([Xup.r, I.r[None]]), 0, -1)      # (3, nb + 1)
+    for _ in range(steps):
+        X = sp.compose(sp.Transform(E, r), sp.Transform(E[..., a], r[..., a]))
+        E, r, a = X.E, X.r, a[a]
+    return sp.Transform(jnp.moveaxis(E, -1, 0), jnp.moveaxis(r, -1, 0))
 
 
 @jax.jit
@@ -141,14 +170,17 @@ def ancestors(model: Model):
 
     The reflexive-transitive closure of the parent relation by repeated squaring,
     R <- min(R R, 1) from R = 1 + P (P[i, parent(i)] = 1): ceil(log2 nb) small matrix products
-    instead of a sweep over the bodies (lower latency for one state)."""
+    instead of a sweep over the bodies (lower latency for one state).  A numpy array when the
+    topology is static (:func:`jaxdyn.model.model.tree_arrays`: a constant of the compiled
+    program), else a traced one; index it with traced indices through ``jnp.asarray``."""
     nb = model.nb
     dt = model.Xtree_r.dtype
-    eye = jnp.eye(nb, dtype=dt)
-    R = eye + (model.parent[:, None] == jnp.arange(nb, dtype=model.parent.dtype)[None, :]).astype(dt)
+    parent, _ = tree_arrays(model)
+    xp = array_module(parent)                    # numpy (a constant) when the topology is static
+    R = xp.eye(nb, dtype=dt) + (parent[:, None] == xp.arange(nb, dtype=parent.dtype)[None, :]).astype(dt)
     for _ in range(max(nb - 1, 1).bit_length()):
-        R = jnp.minimum(R @ R, 1.0)
-    return jnp.concatenate([R, jnp.zeros((1, nb), dt)])
+        R = xp.minimum(R @ R, 1.0)
+    return xp.concatenate([R, xp.zeros((1, nb), dt)])
 
 
 def motion_subspaces_world(model: Model, X0, S):
@@ -187,7 +219,7 @@ def frame_jacobian(model: Model, q: Configuration, name, reference="world"):
     Xup, S = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
     Xf, b = frame_X0(model, X0, fid)
-    mask = ancestors(model)[b]
+    mask = jnp.asarray(ancestors(model))[b]
     S0 = motion_subspaces_world(model, X0, S) * mask[:, None, None]
     J0 = _scatter_cols(model, S0)
     return to_pin_order(change_reference(J0, Xf, reference))

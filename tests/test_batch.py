@@ -184,3 +184,26 @@ def test_scan_layout_is_static_and_dropped_with_the_topology(robot_pair):
     assert jaxdyn.stack([m, m]).scan_layout is None
     assert jaxdyn.robots.puma560().scan_layout is None
     assert jaxdyn.robots.random_tree(5, 0.5, 1, floating_base=True).scan_layout is not None
+
+
+def test_static_tree_is_kept_under_jit_and_dropped_with_the_topology(robot_pair):
+    """build_model records the topology (parent, vidx) as static metadata, so the ancestry
+    matrices are numpy constants even for a Model passed to jit; replacing parent, vidx or the
+    sizes, or stacking, drops it, and then the same matrices are computed from the arrays."""
+    from jaxdyn.kinematics import ancestors
+    from jaxdyn.dynamics.common import dof_owner
+    from jaxdyn.model.model import tree_arrays
+    m, _ = robot_pair("talos_reduced")
+    p, vidx = tree_arrays(m)
+    np.testing.assert_array_equal(p, np.asarray(m.parent))
+    np.testing.assert_array_equal(vidx, np.asarray(m.vidx))
+    seen = []
+    jax.jit(lambda mm: seen.append(type(ancestors(mm))) or mm.mass)(m)
+    assert seen == [np.ndarray]
+    assert m.replace(mass=m.mass * 2).static_tree == m.static_tree
+    for kw in (dict(parent=m.parent), dict(vidx=m.vidx)):
+        assert m.replace(**kw).static_tree is None
+    assert jaxdyn.stack([m, m]).static_tree is None
+    traced = jax.jit(lambda mm: (ancestors(mm),) + tuple(dof_owner(mm)))(m.replace(parent=m.parent))
+    for a, b in zip(traced, (ancestors(m),) + tuple(dof_owner(m))):
+        np.testing.assert_array_equal(np.asarray(a), b)

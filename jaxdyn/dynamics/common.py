@@ -7,7 +7,7 @@ from jax import lax
 
 from .. import spatial as sp
 from ..model.configuration import gather
-from ..model.model import Model
+from ..model.model import Model, array_module, tree_arrays
 from ..errors import ShapeError
 
 
@@ -134,10 +134,15 @@ def pd_inverse(D):
 def dof_owner(model: Model):
     """The inverse of ``vidx``: for every dof its body and slot, (nv,) int32 each.  Dofs that
     no body owns (``stack`` padding) get body ``nb`` and slot 0, so gathers from per-body
-    arrays extended by one zero body read zeros for them."""
+    arrays extended by one zero body read zeros for them.  numpy arrays when the topology is
+    static (as :func:`jaxdyn.kinematics.ancestors`)."""
     nb, k = model.nb, model.k
-    flat = jnp.full(model.nv + 1, nb * k, jnp.int32).at[model.vidx.reshape(-1)].set(
-        jnp.arange(nb * k, dtype=jnp.int32))[:-1]
+    _, vidx = tree_arrays(model)
+    xp = array_module(vidx)                      # numpy (a constant) when the topology is static
+    if model.nv == 0 or nb == 0:
+        return xp.zeros(model.nv, xp.int32) + nb, xp.zeros(model.nv, xp.int32)
+    hit = vidx.reshape(-1)[None, :] == xp.arange(model.nv, dtype=vidx.dtype)[:, None]   # (nv, nb k)
+    flat = xp.where(hit.any(1), xp.argmax(hit, 1), nb * k).astype(xp.int32)
     return flat // k, flat % k
 
 
@@ -152,7 +157,8 @@ def dof_ancestry(model: Model, anc, body):
     below[c, k] = 1 when k's body is c's body or an ancestor of it, same[c, k] = 1 when they
     are the same body (padded dofs: 0)."""
     nb = model.nb
-    below = jnp.concatenate([anc, jnp.zeros((nb + 1, 1), anc.dtype)], 1)[body[:, None], body[None, :]]
+    xp = array_module(anc)                       # numpy when anc and body are
+    below = xp.concatenate([anc, xp.zeros((nb + 1, 1), anc.dtype)], 1)[body[:, None], body[None, :]]
     same = ((body[:, None] == body[None, :]) & (body < nb)[:, None]).astype(anc.dtype)
     return below, same
 

@@ -43,7 +43,7 @@ def _opspace_inv(model, q, fids, reference):
     F = factors_unchecked(model, q)
     Lam, _ = forward_sweep(_lambda_step, model, jnp.zeros((6, 6), F.P.dtype), (F.psi, F.S, F.Dinv))
     X0 = world_transforms(model, F.Xup)
-    anc = ancestors(model)                       # (nb + 1, nb); row nb (world) is empty
+    anc = jnp.asarray(ancestors(model))          # (nb + 1, nb); row nb (world) is empty
     nb = model.nb
 
     def frame_data(fid):

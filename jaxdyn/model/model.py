@@ -74,7 +74,7 @@ DATA_FIELDS = ("parent", "jtype", "qidx", "vidx", "Xtree_E", "Xtree_r", "axis", 
                "frame_r", "gravity")
 """Array leaves of a Model (traced under jit, batched by ``stack``)."""
 META_FIELDS = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names", "frame_names", "name",
-               "scan_layout")
+               "scan_layout", "static_tree")
 """Static metadata of a Model (part of the jit cache key)."""
 
 
@@ -117,12 +117,16 @@ class Model:
     frame_names: tuple[str, ...] = ()
     name: str = "model"
     scan_layout: Optional[tuple] = None
+    static_tree: Optional[tuple] = None
 
     def replace(self, **kw) -> "Model":
         """A copy with some fields replaced.  Replacing the topology (parent, jtype, nb, k,
-        types) drops ``scan_layout`` unless it is given too."""
+        types) drops ``scan_layout``, and replacing parent, vidx, nb, nv or k drops
+        ``static_tree``, unless they are given too."""
         if "scan_layout" not in kw and any(f in kw for f in ("parent", "jtype", "nb", "k", "types")):
             kw["scan_layout"] = None
+        if "static_tree" not in kw and any(f in kw for f in ("parent", "vidx", "nb", "nv", "k")):
+            kw["static_tree"] = None
         return dataclasses.replace(self, **kw)
 
     def frame_id(self, name: str) -> int:
@@ -152,6 +156,28 @@ def floating_root_layout(parent, jtype, nb: int):
         return None
     rest = sorted({int(t) for t in jtype[1:]})
     return True, max([J.NV[t] for t in rest] + [1]), tuple(rest)
+
+
+def tree_arrays(model: Model):
+    """(parent (nb,), vidx (nb, k)) as numpy arrays when the topology is known while tracing
+    (a concrete model, or ``model.static_tree``, which ``build_model`` sets so that a Model
+    passed to a jitted function keeps it), else the model's (traced) arrays.  Functions of
+    the topology alone (ancestry matrices, dof owners) computed from numpy arrays (with
+    :func:`array_module`) become constants of the compiled program instead of work done at
+    every call.  ``jaxdyn.stack`` drops it: a stack's topology is per robot."""
+    if model.static_tree is not None:
+        parent, vidx = model.static_tree
+        return np.asarray(parent, np.int32).reshape(model.nb), np.asarray(vidx, np.int32).reshape(model.nb, model.k)
+    try:
+        return np.asarray(model.parent), np.asarray(model.vidx)
+    except jax.errors.TracerArrayConversionError:
+        return model.parent, model.vidx
+
+
+def array_module(x):
+    """numpy for a numpy array, else jax.numpy: functions of the topology are written once
+    for both (:func:`tree_arrays`)."""
+    return np if isinstance(x, np.ndarray) else jnp
 
 
 jax.tree_util.register_dataclass(Model, data_fields=list(DATA_FIELDS), meta_fields=list(META_FIELDS))
@@ -259,7 +285,8 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
         frame_r=f(np.asarray(fr).reshape(-1, 3)), gravity=f(np.asarray(gravity, float)),
         nb=nb, nq=nq, nv=nv, nqj=nqj, k=k, types=tuple(sorted(set(jcodes))) or (J.FIXED,),
         body_names=body_names, joint_names=joint_names, frame_names=tuple(fnames), name=name,
-        scan_layout=floating_root_layout(parent, jcodes, nb))
+        scan_layout=floating_root_layout(parent, jcodes, nb),
+        static_tree=(tuple(int(p) for p in parent), tuple(int(x) for x in vidx.reshape(-1))))
 
 
 def check_state(model: Model, **arrays):
