@@ -30,7 +30,7 @@ from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
-from .batch import aba_batch
+from .batch import aba_batch, aba_one_state
 from .rnea import rnea_core
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
 from .common import (body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
@@ -119,14 +119,20 @@ def _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame):
 
 @lru_cache(maxsize=None)
 def _batchable(f_ext_frame):
-    """ABA of one state whose ``vmap`` over states of one model runs :func:`jaxdyn.aba_batch`
-    (the batch-last kernels) instead of batching every 6x6 product (a ``custom_vmap`` rule).
+    """ABA of one state (:func:`jaxdyn.dynamics.batch.aba_one_state`: the batch-last kernels'
+    sweeps without the batch axis, a floating root outside them) whose ``vmap`` over states
+    of one model runs :func:`jaxdyn.aba_batch` instead of batching every 6x6 product (a
+    ``custom_vmap`` rule).
     Batched models (``jaxdyn.stack``), batched gravity and world-frame f_ext keep the plain
     vmap.  Differentiation never reaches this function (the custom_jvp rule of :func:`aba`)."""
 
     @jax.custom_batching.custom_vmap
     def one(model, q, qd, tau, f_ext, gravity):
-        return _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)[0]
+        fx = None
+        if f_ext is not None:
+            X0 = world_transforms(model, joint_transforms(model, q)[0]) if f_ext_frame == "world" else None
+            fx = external_forces(model, f_ext, f_ext_frame, X0)
+        return aba_one_state(model, q, qd, tau, fx, gravity)
 
     @one.def_vmap
     def rule(axis_size, in_batched, model, q, qd, tau, f_ext, gravity):

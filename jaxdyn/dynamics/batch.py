@@ -48,7 +48,7 @@ from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from ..spatial.linalg import mv
-from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
+from .aba_steps import acceleration_step, bias_step, inertia_step, same, velocity_step
 from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
                      per_body, pivot_addend)
 
@@ -58,23 +58,26 @@ from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acc
 # the layout (C minor), the barriers between fused products, chunking and sharding.
 
 
-def _kept(step):
+def _kept(step, one):
     """A per-body step of :mod:`jaxdyn.dynamics.aba_steps` whose inputs start with the scan
-    index ``i``, run with :func:`materialize` at ``i`` as its ``keep``."""
+    index ``i``, run with :func:`materialize` at ``i`` as its ``keep`` (a chunk) or with no
+    barrier (``one`` state)."""
     def run(carry, x):
         i, rest = x[0], x[1:]
-        return step(carry, rest, partial(materialize, i=i))
+        return step(carry, rest, same if one else partial(materialize, i=i))
     return run
 
 
-def _pass2(acc, x):
+def _pass2(one):
     """Articulated inertia and bias force together (one sweep; the two parts of pass 2)."""
-    IA, pA = acc
-    i, E, r, S, add, c, tau = x
-    keep = partial(materialize, i=i)
-    IAp, (U, _, Dinv, UDinv, Ia) = inertia_step(IA, (E, r, S, add), keep)
-    pAp, u = bias_step(pA, (E, r, S, UDinv, Ia, c, tau), keep)
-    return (IAp, pAp), (U, Dinv, u)
+    def run(acc, x):
+        IA, pA = acc
+        i, E, r, S, add, c, tau = x
+        keep = same if one else partial(materialize, i=i)
+        IAp, (U, _, Dinv, UDinv, Ia) = inertia_step(IA, (E, r, S, add), keep)
+        pAp, u = bias_step(pA, (E, r, S, UDinv, Ia, c, tau), keep)
+        return (IAp, pAp), (U, Dinv, u)
+    return run
 
 
 class _Tree(NamedTuple):
@@ -97,8 +100,10 @@ def _layout(model: Model):
 
 def _joint_transforms(model: Model, q, bodies, types, k):
     """:func:`jaxdyn.kinematics.joint_transforms` of ``bodies`` for a chunk q (C, nq),
-    batch-last: E (n, 3, 3, C), r (n, 3, C), S (n, 6, k, C)."""
-    X, S = jax.vmap(partial(joint_transforms, model, bodies=bodies, types=types, k=k), out_axes=-1)(q)
+    batch-last: E (n, 3, 3, C), r (n, 3, C), S (n, 6, k, C); for one state q (nq,) the same
+    without the C axis."""
+    jt = partial(joint_transforms, model, bodies=bodies, types=types, k=k)
+    X, S = jt(q) if q.ndim == 1 else jax.vmap(jt, out_axes=-1)(q)
     return X.E, X.r, S
 
 
@@ -117,25 +122,31 @@ def chunk_joint_transforms(model: Model, q):
             jnp.concatenate([jnp.pad(S0, ((0, 0), (0, 0), (0, model.k - 6), (0, 0))), S1]))
 
 
-def _body_constants(model: Model, dt):
-    """State-independent per-body data, computed once per call: 6x6 inertias (nb, 6, 6, 1),
-    the dof mask (nb, k) and the pivot's diagonal addend (armature; 1 on unused slots)."""
-    I6 = body_inertia_matrices(model).astype(dt)[..., None]
+def _body_constants(model: Model, dt, batch=(1,)):
+    """State-independent per-body data, computed once per call: 6x6 inertias (nb, 6, 6, *batch),
+    the dof mask (nb, k) and the pivot's diagonal addend (armature; 1 on unused slots)
+    (nb, k, *batch); ``batch`` = (1,) for chunks, () for one state."""
+    I6 = body_inertia_matrices(model).astype(dt).reshape((model.nb, 6, 6) + batch)
     mask = dof_mask(model).astype(dt)
-    padarm = pivot_addend(model).astype(dt)[..., None]
+    padarm = pivot_addend(model).astype(dt).reshape((model.nb, model.k) + batch)
     return I6, mask, padarm
 
 
-def _aba_chunk(model: Model, q, qd, tau, fx, a0, consts, free, k, types):
-    """ABA on one chunk: q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv).
-    ``consts``: :func:`_body_constants`."""
-    C, dt = q.shape[0], q.dtype
+def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types):
+    """ABA on one chunk, q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv),
+    or on one state, q (nq,), qd, tau (nv,), fx (nb, 6) -> qdd (nv,) (then without fusion
+    barriers).  ``consts``: :func:`_body_constants`; ``free, k, types``: :func:`_layout`.
+    Three sweeps (velocities; articulated inertias and bias forces together; accelerations)
+    over the bodies after a floating root, which is handled outside them."""
+    one, dt = q.ndim == 1, q.dtype
+    bs = () if one else (q.shape[0],)                                      # the batch axis, or none
     I6, mask, padarm = consts
-    last = lambda a: jnp.moveaxis(a, 0, -1)                                 # (nb, ..., C)
+    last = (lambda a: a) if one else (lambda a: jnp.moveaxis(a, 0, -1))    # (nb, ..., C)
+    each = (lambda f, x: f(x)) if one else (lambda f, x: jax.vmap(f)(x))
     nb, o = model.nb, int(free)                                             # o: first scanned body
     E1, r1, S1 = _joint_transforms(model, q, slice(o, nb), types, k)
-    qdb = last(jax.vmap(partial(per_body, model))(qd))
-    taub = last(jax.vmap(partial(per_body, model))(tau))
+    qdb = last(each(partial(per_body, model), qd))
+    taub = last(each(partial(per_body, model), tau))
     fx = last(fx)
     tree = _Tree(nb - o, (model.parent[o:] - o).astype(jnp.int32))
     idx = jnp.arange(nb - o, dtype=jnp.int32)
@@ -144,23 +155,36 @@ def _aba_chunk(model: Model, q, qd, tau, fx, a0, consts, free, k, types):
         v0 = mv(S0, qdb[0])
         pA0 = sp.cross_force(v0, mv(I6[0], v0)) - fx[0]
     else:
-        v0 = jnp.zeros((6, C), dt)
-    _, (c, pA) = forward_sweep(_kept(velocity_step), tree, v0, (idx, E1, r1, S1, qdb[o:, :k], I6[o:], fx[o:]))
-    IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6, C))
-    (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2, tree, (IA0, pA),
+        v0 = jnp.zeros((6,) + bs, dt)
+    _, (c, pA) = forward_sweep(_kept(velocity_step, one), tree, v0,
+                               (idx, E1, r1, S1, qdb[o:, :k], I6[o:], fx[o:]))
+    IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6) + bs)
+    (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2(one), tree, (IA0, pA),
                                                  (idx, E1, r1, S1, padarm[o:, :k], c, taub[o:, :k]))
-    a0b = jnp.broadcast_to(a0[:, None], (6, C))
+    a0b = jnp.broadcast_to(a0.reshape((6,) + (1,) * len(bs)), (6,) + bs)
     if free:   # root (free joint, S0 square): its pass 2 and 3 steps with the world as parent
         _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0]))
         _, u0 = bias_step(pA0 + accp[-1], (E0, r0, S0, UDinv0, Ia0, jnp.zeros_like(v0), taub[0]))
         a0b, qdd0 = acceleration_step(a0b, (E0, r0, S0, U0, Dinv0, u0, jnp.zeros_like(v0)))
-    _, qddb = forward_sweep(_kept(acceleration_step), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c))
+    _, qddb = forward_sweep(_kept(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c))
     vidx = model.vidx[o:, :k]
-    qddb = qddb * mask[o:, :k, None]
-    out = jnp.zeros((model.nv + 1, C), dt).at[vidx.reshape(-1)].add(qddb.reshape(-1, C))
+    trail = (1,) * len(bs)
+    qddb = qddb * mask[o:, :k].reshape((nb - o, k) + trail)
+    out = jnp.zeros((model.nv + 1,) + bs, dt).at[vidx.reshape(-1)].add(qddb.reshape((-1,) + bs))
     if free:
-        out = out.at[model.vidx[0]].add(qdd0 * mask[0][:, None])
-    return out[:-1].T + model.v_pad.astype(dt)[None] * tau
+        out = out.at[model.vidx[0]].add(qdd0 * mask[0].reshape((-1,) + trail))
+    return last(out[:-1]) + model.v_pad.astype(dt).reshape((1,) * len(bs) + (-1,)) * tau
+
+
+def aba_one_state(model: Model, q, qd, tau, fx=None, gravity=None):
+    """:func:`jaxdyn.aba` of one state by :func:`aba_layout_kernel` (a floating root outside
+    the sweeps, pass 2 in one sweep): q (nq,), qd, tau (nv,), fx (nb, 6) [n; f] in the body
+    frames or None -> qdd (nv,)."""
+    dt = jnp.result_type(q, qd, tau)
+    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
+    fx = jnp.zeros((model.nb, 6), dt) if fx is None else fx.astype(dt)
+    a0 = gravity_acceleration(model, gravity).astype(dt)
+    return aba_layout_kernel(model, q, qd, tau, fx, a0, _body_constants(model, dt, ()), *_layout(model))
 
 
 # XLA:CPU options for this program only: the legacy loop emitters vectorize these batch-last
@@ -189,7 +213,7 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
     def local(q, qd, tau, fx):                      # the rows of one device, chunk by chunk
         n = q.shape[0] // C
         xs = tuple(a.reshape((n, C) + a.shape[1:]) for a in (q, qd, tau, fx))
-        out = lax.map(lambda x: _aba_chunk(model, *x, a0, consts, free, k, types), xs)
+        out = lax.map(lambda x: aba_layout_kernel(model, *x, a0, consts, free, k, types), xs)
         return out.reshape(n * C, -1)
 
     if ndev > 1:

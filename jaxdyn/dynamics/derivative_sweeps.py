@@ -1,6 +1,8 @@
 """The terms of Carpentier & Mansard's (2018) analytical derivatives, written once for one
 state and for a batch-last chunk of states (the formulas are in
-:mod:`jaxdyn.dynamics.derivatives`).
+:mod:`jaxdyn.dynamics.derivatives`).  Their first half (:func:`kinematics`,
+:func:`joint_forces`) is Newton-Euler inverse dynamics in closed form, which
+:func:`jaxdyn.rnea` runs for one state.
 
 Component-first layout (:mod:`jaxdyn.spatial.linalg`), with the bodies or dofs on the first
 trailing axis and an optional batch axis after it:
@@ -25,7 +27,7 @@ from jax import lax
 
 from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, root_transforms
-from ..model.model import Model
+from ..model.model import Model, array_module
 from ..spatial.linalg import mm, mv, tr
 from ..tree import parent_slots
 from .aba_steps import inverse_pivots, same
@@ -47,11 +49,13 @@ class Topology(NamedTuple):
 
 
 def topology(model: Model) -> Topology:
-    """:class:`Topology` of ``model``."""
+    """:class:`Topology` of ``model``: constants of the compiled program when the topology
+    is static (:func:`jaxdyn.model.model.tree_arrays`), else computed from the traced arrays."""
     nb = model.nb
     anc = ancestors(model)
     body, col = dof_owner(model)
-    A = jnp.concatenate([anc[:-1], jnp.zeros((nb, 1), anc.dtype)], 1)[:, body]
+    xp = array_module(anc)
+    A = xp.concatenate([anc[:-1], xp.zeros((nb, 1), anc.dtype)], 1)[:, body]
     pair, same = dof_ancestry(model, anc, body)
     return Topology(anc[:-1], A, pair, same, body, col)
 
@@ -85,7 +89,8 @@ class Kinematics(NamedTuple):
     subspace column), vb, vp (velocities of its body and of that body's parent), u = vp x J;
     per body: v, g (the base acceleration -gravity, nonzero on root bodies), abias (the
     acceleration at qdd = 0), I (6x6), h = I v, and the subtree sums IC, BC of I and of
-    B = v x* I - I v x + (. x* h)."""
+    B = v x* I - I v x + (. x* h); Xr, every body's transform from its tree's root frame
+    (E (3, 3, nb, ...), r (3, nb, ...))."""
     J: jax.Array
     vb: jax.Array
     vp: jax.Array
@@ -97,6 +102,7 @@ class Kinematics(NamedTuple):
     h: jax.Array
     IC: jax.Array
     BC: jax.Array
+    Xr: sp.Transform
 
 
 def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=same) -> Kinematics:
@@ -130,14 +136,16 @@ def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=sam
     mh = -jnp.concatenate([jnp.concatenate([nx, fx], 1), jnp.concatenate([fx, jnp.zeros_like(fx)], 1)], 0)
     B = keep(-mm(tr(Cv), I) - mm(I, Cv) + mh)
     IC, BC = keep(tuple(_over(topo.anc.T, x, 2) for x in (I, B)))
-    return Kinematics(J, vb, vp, keep(sp.cross_motion(vp, J)), v, g, abias, I, h, IC, BC)
+    return Kinematics(J, vb, vp, keep(sp.cross_motion(vp, J)), v, g, abias, I, h, IC, BC, Xr)
 
 
-def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same):
+def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, fx=None):
     """Body accelerations a (6, nb, ...) at qdd (nv, ...), the subtree force sums F (6, nb, ...)
-    and the joint forces J^T F (nv, ...) (tau without armature)."""
+    and the joint forces J^T F (nv, ...) (tau without armature): f = I a + v x* I v - f_ext,
+    with ``fx`` the external forces [n; f] (6, nb, ...) in each body's frame (None: none)."""
     a = keep(kin.abias + _over(topo.A, kin.J * qdd[None], 1))
-    f = keep(mv(kin.I, a) + sp.cross_force(kin.v, kin.h))
+    f = mv(kin.I, a) + sp.cross_force(kin.v, kin.h)
+    f = keep(f if fx is None else f - sp.apply_force_T(kin.Xr, fx))   # X^T: body -> root frame
     F = keep(_over(topo.anc.T, f, 1))
     Fd = _gather(F, topo.body, 1, model.nb)
     return a, F, sum(kin.J[i] * Fd[i] for i in range(6))

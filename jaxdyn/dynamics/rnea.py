@@ -1,7 +1,7 @@
 """Recursive Newton-Euler inverse dynamics (Featherstone 2010 Fig. 5; Featherstone RBDA Table 5.1)."""
 from __future__ import annotations
 
-from functools import partial
+from functools import lru_cache, partial
 
 import jax
 
@@ -12,6 +12,7 @@ from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
+from . import derivative_sweeps as ds
 from .common import body_inertias, external_forces, gravity_acceleration, per_body, scatter_dofs
 
 
@@ -45,10 +46,69 @@ def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyW
       gravity: optional (3,) world gravity overriding ``model.gravity``.
     Returns:
       tau (nv,), including ``armature * qdd``.
+
+    One state is computed in closed form (:func:`rnea_closed_form`): the same Newton-Euler
+    equations with the sums along the tree as products with the model's ancestry matrix,
+    faster for one state on CPU.  ``jax.vmap(rnea)`` runs the two recursive sweeps of
+    :func:`rnea_core` on the batch instead (a ``custom_vmap`` rule; vmapped, the closed form
+    was 3-5x slower at B = 4096), and derivatives (``jax.jvp``, ``jax.grad``, ...)
+    differentiate the sweeps (a ``custom_jvp`` rule), as before the closed form existed.
     """
     check_state(model, q=q, qd=qd, qdd=qdd)
+    return _rnea(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
+
+
+def rnea_recursive(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
     tau_b, _ = rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
     return scatter_dofs(model, tau_b) + model.armature * qdd
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(6,))
+def _rnea(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
+    return _one_state(f_ext_frame)(model, q, qd, qdd, f_ext, gravity)
+
+
+@_rnea.defjvp
+def _rnea_jvp(f_ext_frame, primals, tangents):
+    """Autodiff of the recursive sweeps (:func:`rnea_core`)."""
+    return jax.jvp(lambda *a: rnea_recursive(*a, f_ext_frame), primals, tangents)
+
+
+@lru_cache(maxsize=None)
+def _one_state(f_ext_frame):
+    """:func:`rnea_closed_form` whose ``vmap`` runs the vmapped recursive sweeps."""
+
+    @jax.custom_batching.custom_vmap
+    def one(model, q, qd, qdd, f_ext, gravity):
+        return rnea_closed_form(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
+
+    @one.def_vmap
+    def rule(axis_size, in_batched, *args):
+        axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched))
+        return jax.vmap(lambda *a: rnea_recursive(*a, f_ext_frame), in_axes=axes)(*args), True
+
+    return one
+
+
+def rnea_closed_form(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"):
+    """:func:`rnea` of one state (arguments and result as there) with every body's velocity,
+    acceleration and force in its tree's root frame: v_i = sum_k A_ik J_k qd_k,
+    a_i = g_i + sum_k A_ik (J_k qdd_k + v_k x J_k qd_k), f_i = I_i a_i + v_i x* I_i v_i - f_ext,i
+    and tau_k = J_k^T sum_(j in subtree) f_j, where A_ik = 1 when dof k moves body i and J_k
+    is dof k's motion subspace column (:mod:`jaxdyn.dynamics.derivative_sweeps`; the root
+    transforms by pointer jumping, :func:`jaxdyn.kinematics.world_transforms`).  Fewer,
+    larger operations than the recursive sweeps of :func:`rnea_core` (nb dependent steps
+    each): one call of ``jit(rnea)`` took 37 instead of 80 us on panda and 85 instead of
+    164 us on talos_reduced (this 2-core CPU, ``benchmarks/results/core.json``)."""
+    Xup, S = joint_transforms(model, q)
+    topo = ds.topology(model)
+    kin = ds.kinematics(model, topo, Xup.E, Xup.r, S, qd, gravity)
+    fx = None
+    if f_ext is not None:
+        X0 = world_transforms(model, Xup) if f_ext_frame == "world" else None
+        fx = external_forces(model, f_ext, f_ext_frame, X0).T                   # (6, nb) body frames
+    _, _, tau = ds.joint_forces(model, topo, kin, qdd, fx=fx)
+    return tau + model.armature * qdd
 
 
 def rnea_core(model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local", inertias=None):
