@@ -37,36 +37,36 @@ def test_rnea_aba_crba_identities(i):
         np.testing.assert_allclose(jaxdyn.kinetic_energy(m, q, qd), 0.5 * qd @ M @ qd, rtol=1e-12)
 
 
-@pytest.mark.parametrize("floating", [False, True])
-def test_closed_form_rnea_and_aba_equal_the_recursive_passes(floating):
+def test_closed_form_rnea_and_aba_equal_the_recursive_passes():
     """One state: rnea (closed form: ancestry products, root transforms by pointer jumping)
     equals the two recursive sweeps (rnea_recursive), and aba (the batch-last kernels' sweeps
     without the batch axis, a floating root outside them) equals the four-pass ABA
-    (aba_unwrapped), on a random tree with every joint type and on a forest (a second root),
-    with f_ext in both frames and a gravity override, for the static topology (a closed-over
-    model) and the traced one (a model passed to jit after replace)."""
+    (aba_unwrapped): on a floating-base random tree with every joint type, with f_ext in both
+    frames and a gravity override, for the static topology (a closed-over model); and on a
+    fixed-base forest (a second root) whose topology is traced (a model passed to jit after
+    replace).  One compiled program per model."""
     from jaxdyn.dynamics import aba_unwrapped
     from jaxdyn.dynamics.rnea import rnea_recursive
-    tree = jaxdyn.robots.random_tree(11, 0.5, 7, floating_base=floating)
-    forest = tree.replace(parent=tree.parent.at[6].set(-1))
     g = jnp.array([0.5, -1.0, -9.0])
 
-    def both(m, q, qd, x, f):
+    def pairs(m, q, qd, x, f, frames):
         out = []
-        for frame in ("local", "world"):
+        for frame in frames:
             out += [jaxdyn.rnea(m, q, qd, x, f, g, frame), rnea_recursive(m, q, qd, x, f, g, frame),
                     jaxdyn.aba(m, q, qd, x, f, g, frame), aba_unwrapped(m, q, qd, x, f, g, frame)]
-        return out + [jaxdyn.rnea(m, q, qd, x), rnea_recursive(m, q, qd, x, None, None, "local"),
-                      jaxdyn.aba(m, q, qd, x), aba_unwrapped(m, q, qd, x)]
+        return out
 
-    for m in (tree, forest):
+    tree = jaxdyn.robots.random_tree(11, 0.5, 7, floating_base=True)
+    fixed = jaxdyn.robots.random_tree(11, 0.5, 8)
+    forest = fixed.replace(parent=fixed.parent.at[6].set(-1))
+    for m, traced, frames in ((tree, False, ("local", "world")), (forest, True, ("local",))):
         states = [rand_state(m, s) for s in range(3)]
         Q, V, X = (jnp.stack(a) for a in zip(*states))
         F = jnp.asarray(np.random.default_rng(1).normal(size=(3, m.nb, 6)))
-        for out in (jax.jit(lambda *a: jax.lax.map(lambda s: both(m, *s), a))(Q, V, X, F),     # static
-                    jax.jit(lambda mm, *a: jax.lax.map(lambda s: both(mm, *s), a))(m.replace(parent=m.parent), Q, V, X, F)):
-            for i in range(0, len(out), 2):
-                np.testing.assert_allclose(out[i], out[i + 1], rtol=1e-10, atol=1e-10, err_msg=f"pair {i // 2}")
+        run = lambda mm, *a: jax.lax.map(lambda s: pairs(mm, *s, frames), a)
+        out = jax.jit(run)(m, Q, V, X, F) if traced else jax.jit(lambda *a: run(m, *a))(Q, V, X, F)
+        for i in range(0, len(out), 2):
+            np.testing.assert_allclose(out[i], out[i + 1], rtol=1e-10, atol=1e-10, err_msg=f"pair {i // 2}")
 
 
 def test_damping_and_armature_enter_consistently():

@@ -90,6 +90,9 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
     jvp or a vjp costs about one RNEA jvp/vjp plus one ABA solve.
     :func:`aba_unwrapped` is the same function without the rule (autodiff through the scans).
 
+    One state runs the batch-last kernel's three sweeps without the batch axis
+    (:func:`jaxdyn.dynamics.batch.aba_one_state`: a floating root outside the scan, pass 2 in
+    one sweep; fewer dependent steps than the four passes of :func:`aba_unwrapped`).
     ``jax.vmap(aba)`` over states of one model runs :func:`jaxdyn.aba_batch`'s batch-last
     kernels (a ``custom_vmap`` rule); inside your own ``jit`` pass
     ``compiler_options=jaxdyn.CPU_OPTIONS`` for its full speed on CPU.
@@ -99,8 +102,9 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
 
 
 def aba_unwrapped(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
-    """:func:`aba` without its derivative rule: autodiff differentiates the three passes (the
-    reference the rule is tested against)."""
+    """:func:`aba` without its derivative rule, by the per-state passes (:func:`aba_factor`,
+    :func:`velocity_terms`, :func:`aba_solve`): autodiff differentiates them (the reference
+    the rule is tested against)."""
     check_state(model, q=q, qd=qd, tau=tau)
     return _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)[0]
 

@@ -50,8 +50,8 @@ def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyW
     One state is computed in closed form (:func:`rnea_closed_form`): the same Newton-Euler
     equations with the sums along the tree as products with the model's ancestry matrix,
     faster for one state on CPU.  ``jax.vmap(rnea)`` runs the two recursive sweeps of
-    :func:`rnea_core` on the batch instead (a ``custom_vmap`` rule; vmapped, the closed form
-    was 3-5x slower at B = 4096), and derivatives (``jax.jvp``, ``jax.grad``, ...)
+    :func:`rnea_core` on the batch instead (a ``custom_vmap`` rule: vmapped, the closed form
+    was several times slower), and derivatives (``jax.jvp``, ``jax.grad``, ...)
     differentiate the sweeps (a ``custom_jvp`` rule), as before the closed form existed.
     """
     check_state(model, q=q, qd=qd, qdd=qdd)
@@ -59,6 +59,9 @@ def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyW
 
 
 def rnea_recursive(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
+    """:func:`rnea` (same arguments, all positional) by the two recursive sweeps of
+    :func:`rnea_core`: what ``jax.vmap(rnea)`` and rnea's derivatives run, and the reference
+    the closed form is tested against."""
     tau_b, _ = rnea_core(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
     return scatter_dofs(model, tau_b) + model.armature * qdd
 
@@ -98,8 +101,7 @@ def rnea_closed_form(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_f
     is dof k's motion subspace column (:mod:`jaxdyn.dynamics.derivative_sweeps`; the root
     transforms by pointer jumping, :func:`jaxdyn.kinematics.world_transforms`).  Fewer,
     larger operations than the recursive sweeps of :func:`rnea_core` (nb dependent steps
-    each): one call of ``jit(rnea)`` took 37 instead of 80 us on panda and 85 instead of
-    164 us on talos_reduced (this 2-core CPU, ``benchmarks/results/core.json``)."""
+    each), hence a shorter single call (``benchmarks/results/core.json``, B = 1)."""
     Xup, S = joint_transforms(model, q)
     topo = ds.topology(model)
     kin = ds.kinematics(model, topo, Xup.E, Xup.r, S, qd, gravity)
