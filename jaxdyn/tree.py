@@ -24,8 +24,26 @@ tmap = jax.tree_util.tree_map
 
 
 def parent_slots(model):
-    """Parent indices with the world (-1) mapped to the sink slot nb.  (nb,) int32."""
+    """Parent indices with the world (-1) mapped to the sink slot nb.  (nb,) int32, or
+    (nb, C) for per-lane parents (see :func:`_read`)."""
     return jnp.where(model.parent < 0, model.nb, model.parent).astype(jnp.int32)
+
+
+def _read(b, p):
+    """Slot p of a buffer b (nb + 1, ...).  A scalar p is one slot for every state; p of shape
+    (C,) is a slot per lane of a batch-last buffer (nb + 1, ..., C) (models of different
+    topology in one chunk, ``jaxdyn.stack``)."""
+    if p.ndim == 0:
+        return lax.dynamic_index_in_dim(b, p, keepdims=False)
+    return jnp.take_along_axis(b, p.reshape((1,) * (b.ndim - 1) + p.shape), 0)[0]
+
+
+def _add(b, p, v):
+    """b with v added at slot p (as :func:`_read`)."""
+    if p.ndim == 0:
+        return lax.dynamic_update_index_in_dim(b, lax.dynamic_index_in_dim(b, p, keepdims=False) + v, p, 0)
+    lanes = jnp.arange(p.shape[0])
+    return b.at[(p,) + (slice(None),) * (b.ndim - 2) + (lanes,)].add(jnp.moveaxis(v, -1, 0))
 
 
 def forward_sweep(step, model, init, xs):
@@ -72,10 +90,9 @@ def backward_sweep_with_parent(step, model, init, xs):
     def body(buf, inp):
         i, p, x = inp
         acc = tmap(lambda b: lax.dynamic_index_in_dim(b, i, keepdims=False), buf)
-        accp = tmap(lambda b: lax.dynamic_index_in_dim(b, p, keepdims=False), buf)
+        accp = tmap(lambda b: _read(b, p), buf)
         to_parent, y = step(acc, accp, x)
-        buf = tmap(lambda b, a, v: lax.dynamic_update_index_in_dim(b, a + v.astype(b.dtype), p, 0),
-                   buf, accp, to_parent)
+        buf = tmap(lambda b, v: _add(b, p, v.astype(b.dtype)), buf, to_parent)
         return buf, y
 
     buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs), reverse=True)
@@ -96,12 +113,11 @@ def forward_sweep_with_siblings(step, model, init, sib_init, xs):
     def body(carry, inp):
         buf, sib = carry
         i, p, x = inp
-        pv = tmap(lambda b: lax.dynamic_index_in_dim(b, p, keepdims=False), buf)
-        ps = tmap(lambda b: lax.dynamic_index_in_dim(b, p, keepdims=False), sib)
+        pv = tmap(lambda b: _read(b, p), buf)
+        ps = tmap(lambda b: _read(b, p), sib)
         val, to_parent, y = step(pv, ps, x)
         buf = tmap(lambda b, v: lax.dynamic_update_index_in_dim(b, v.astype(b.dtype), i, 0), buf, val)
-        sib = tmap(lambda b, a, v: lax.dynamic_update_index_in_dim(b, a + v.astype(b.dtype), p, 0),
-                   sib, ps, to_parent)
+        sib = tmap(lambda b, v: _add(b, p, v.astype(b.dtype)), sib, to_parent)
         return (buf, sib), y
 
     (buf, _), ys = lax.scan(body, (buf, sib_init), (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs))

@@ -171,8 +171,9 @@ def test_vmap_of_aba_runs_the_batch_kernels(robot_pair):
 
 def test_scan_layout_is_static_and_dropped_with_the_topology(robot_pair):
     """A floating-base model carries the batch-last kernels' plan as static metadata (so a
-    traced model keeps the floating-root layout); replacing the topology or stacking drops
-    it, and a plan is never kept for a model whose root is not a lone FREE joint."""
+    traced model keeps the floating-root layout); replacing the topology drops it, and a plan
+    is never kept for a model whose root is not a lone FREE joint.  A stack gets its own plan
+    (body 0 out of the scan) when body 0 is every member's only root, whatever its joint."""
     from jaxdyn.model.model import floating_root_layout
     m, _ = robot_pair("anymal_c")
     assert m.scan_layout == floating_root_layout(m.parent, m.jtype, m.nb) == (True, 1, (jaxdyn.model.REVOLUTE,))
@@ -181,7 +182,9 @@ def test_scan_layout_is_static_and_dropped_with_the_topology(robot_pair):
     assert seen == [m.scan_layout]
     assert m.replace(mass=m.mass * 2).scan_layout == m.scan_layout
     assert m.replace(jtype=m.jtype).scan_layout is None
-    assert jaxdyn.stack([m, m]).scan_layout is None
+    assert jaxdyn.stack([m, m]).scan_layout == m.scan_layout          # a stack's own plan
+    assert jaxdyn.stack([m, jaxdyn.robots.puma560()]).scan_layout == ((1, 6), 1, (0, 1))
+    assert jaxdyn.stack([m, m.replace(parent=m.parent.at[3].set(-1))]).scan_layout is None
     assert jaxdyn.robots.puma560().scan_layout is None
     assert jaxdyn.robots.random_tree(5, 0.5, 1, floating_base=True).scan_layout is not None
 
@@ -207,3 +210,35 @@ def test_static_tree_is_kept_under_jit_and_dropped_with_the_topology(robot_pair)
     traced = jax.jit(lambda mm: (ancestors(mm),) + tuple(dof_owner(mm)))(m.replace(parent=m.parent))
     for a, b in zip(traced, (ancestors(m),) + tuple(dof_owner(m))):
         np.testing.assert_array_equal(np.asarray(a), b)
+
+
+def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
+    """jax.vmap(jaxdyn.aba) over a stack of models of different structure runs the batch-last
+    kernel with a model per lane (aba_lanes) and equals each member's four-pass ABA
+    (aba_unwrapped) on its own unpadded state, for stacks of floating bases (plan: FREE root
+    out of the scan), of floating and fixed bases (plan: the members' root joint types), and
+    with a forest (no plan), with f_ext per lane or shared; padded dofs get qdd = tau."""
+    from jaxdyn.dynamics import aba_unwrapped
+    R = jaxdyn.robots.random_tree
+    fl = [R(9, 0.5, 3, floating_base=True), R(6, 0.3, 4, floating_base=True, joint_types=("revolute", "spherical"))]
+    fixed = R(7, 0.5, 5, joint_types=("revolute", "prismatic", "helical"))
+    forest = R(8, 0.5, 6).replace(parent=R(8, 0.5, 6).parent.at[4].set(-1))
+    rng = np.random.default_rng(0)
+    for ms, plan in ((fl, True), (fl + [fixed], tuple(sorted({6, int(fixed.jtype[0])}))), ([fixed, forest], None)):
+        st = jaxdyn.stack(ms)
+        assert (st.scan_layout or (None,))[0] == plan
+        n = len(ms)
+        Q = jnp.stack([jaxdyn.pad_state(m, jaxdyn.random_configuration(m, jax.random.PRNGKey(i)), st.nq)
+                       for i, m in enumerate(ms)])
+        V, T = (jnp.asarray(rng.normal(size=(n, st.nv))) for _ in range(2))
+        F = jnp.asarray(rng.normal(size=(n, st.nb, 6)))
+        f = jax.jit(jax.vmap(jaxdyn.aba))
+        text = f.lower(st, Q, V, T, F).as_text()
+        assert "stablehlo.case" in text                                  # the batch-last kernel's barriers
+        out, shared = f(st, Q, V, T, F), jax.jit(jax.vmap(jaxdyn.aba, (0, 0, 0, 0, None)))(st, Q, V, T, F[0])
+        for i, m in enumerate(ms):
+            ref = jax.jit(aba_unwrapped)
+            args = (Q[i, :m.nq], V[i, :m.nv], T[i, :m.nv])
+            close(out[i, :m.nv], ref(m, *args, F[i, :m.nb]), 1e-9, err=f"{m.name} f_ext per lane")
+            close(shared[i, :m.nv], ref(m, *args, F[0, :m.nb]), 1e-9, err=f"{m.name} shared f_ext")
+            np.testing.assert_array_equal(out[i, m.nv:], T[i, m.nv:])

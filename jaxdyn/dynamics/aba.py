@@ -30,7 +30,7 @@ from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
-from .batch import aba_batch, aba_one_state
+from .batch import aba_batch, aba_lanes, aba_one_state
 from .rnea import rnea_core
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
 from .common import (body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
@@ -141,8 +141,7 @@ def _batchable(f_ext_frame):
     @one.def_vmap
     def rule(axis_size, in_batched, model, q, qd, tau, f_ext, gravity):
         leaves = jax.tree_util.tree_leaves
-        if any(leaves(in_batched[0])) or any(leaves(in_batched[5])) or \
-                (f_ext is not None and f_ext_frame != "local"):
+        if any(leaves(in_batched[5])) or (f_ext is not None and f_ext_frame != "local"):
             axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched))
             fn = lambda *a: _aba_passes(*a, f_ext_frame)[0]
             return jax.vmap(fn, in_axes=axes)(model, q, qd, tau, f_ext, gravity), True
@@ -150,10 +149,14 @@ def _batchable(f_ext_frame):
         def full(x, b):
             return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
 
+        q, qd, tau = (full(x, b) for x, b in zip((q, qd, tau), in_batched[1:4]))
+        if any(leaves(in_batched[0])):      # models too (a stack): one model per lane
+            model = jax.tree_util.tree_map(full, model, in_batched[0])
+            fx = jnp.zeros((axis_size, model.nb, 6), q.dtype) if f_ext is None else full(f_ext, in_batched[4])
+            fx = jnp.concatenate([fx[..., 3:], fx[..., :3]], -1)           # [force; moment] -> [n; f]
+            return aba_lanes(model, q, qd, tau, fx, gravity), True
         fx = None if f_ext is None else full(f_ext, in_batched[4])
-        qdd = aba_batch(model, full(q, in_batched[1]), full(qd, in_batched[2]), full(tau, in_batched[3]),
-                        f_ext=fx, gravity=gravity)
-        return qdd, True
+        return aba_batch(model, q, qd, tau, f_ext=fx, gravity=gravity), True
 
     return one
 

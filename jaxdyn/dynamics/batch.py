@@ -87,15 +87,25 @@ class _Tree(NamedTuple):
 
 
 def _layout(model: Model):
-    """Static plan: (floating root?, dof slots k and joint types of the scanned bodies).  A
-    FREE joint on body 0 that is the only root is taken out of the scan.  From the concrete
-    topology when there is one, else (a traced model, e.g. a jit argument or inside
-    ``jaxdyn.aba``'s vmap rule) from ``model.scan_layout``, set by ``build_model``."""
+    """Static plan: (root out of the scan?, dof slots k and joint types of the scanned bodies).
+    A FREE joint on body 0 that is the only root is taken out of the scan (True); a stack's
+    plan may name its members' root joint types instead (:func:`root_types`).  From the
+    concrete topology of one model when there is one, else (a traced model, e.g. a jit
+    argument or inside ``jaxdyn.aba``'s vmap rule, or a stack) from ``model.scan_layout``, set
+    by ``build_model`` and ``jaxdyn.stack``."""
     try:
-        plan = floating_root_layout(model.parent, model.jtype, model.nb)
+        plan = floating_root_layout(model.parent, model.jtype, model.nb) if jnp.ndim(model.parent) == 1 \
+            else model.scan_layout
     except jax.errors.TracerArrayConversionError:
         plan = model.scan_layout
     return plan if plan is not None else (False, model.k, model.types)
+
+
+def root_types(free):
+    """Joint types of body 0 when the plan (:func:`_layout`) takes it out of the scan: ``free``
+    is True (a floating root: FREE) or, for a stack (``jaxdyn.stack``), the members' root
+    joint types."""
+    return (J.FREE,) if free is True else tuple(free)
 
 
 def _joint_transforms(model: Model, q, bodies, types, k):
@@ -115,7 +125,7 @@ def chunk_joint_transforms(model: Model, q):
     free, k, types = _layout(model)
     if not free:
         return _joint_transforms(model, q, slice(None), model.types, model.k)
-    E0, r0, S0 = _joint_transforms(model, q, slice(0, 1), (J.FREE,), 6)
+    E0, r0, S0 = _joint_transforms(model, q, slice(0, 1), root_types(free), model.k)
     E1, r1, S1 = _joint_transforms(model, q, slice(1, model.nb), types, k)
     S1 = jnp.pad(S1, ((0, 0), (0, 0), (0, model.k - k), (0, 0)))
     return (jnp.concatenate([E0, E1]), jnp.concatenate([r0, r1]),
@@ -123,35 +133,49 @@ def chunk_joint_transforms(model: Model, q):
 
 
 def _body_constants(model: Model, dt, batch=(1,)):
-    """State-independent per-body data, computed once per call: 6x6 inertias (nb, 6, 6, *batch),
-    the dof mask (nb, k) and the pivot's diagonal addend (armature; 1 on unused slots)
-    (nb, k, *batch); ``batch`` = (1,) for chunks, () for one state."""
+    """State-independent per-body data, computed once per call: 6x6 inertias (nb, 6, 6, *batch)
+    and the pivot's diagonal addend (armature; 1 on unused slots) (nb, k, *batch); ``batch`` =
+    (1,) for chunks, () for one state."""
     I6 = body_inertia_matrices(model).astype(dt).reshape((model.nb, 6, 6) + batch)
-    mask = dof_mask(model).astype(dt)
     padarm = pivot_addend(model).astype(dt).reshape((model.nb, model.k) + batch)
-    return I6, mask, padarm
+    return I6, padarm
 
 
-def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types):
+def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, lanes=False):
     """ABA on one chunk, q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv),
     or on one state, q (nq,), qd, tau (nv,), fx (nb, 6) -> qdd (nv,) (then without fusion
-    barriers).  ``consts``: :func:`_body_constants`; ``free, k, types``: :func:`_layout`.
-    Three sweeps (velocities; articulated inertias and bias forces together; accelerations)
-    over the bodies after a floating root, which is handled outside them."""
+    barriers).  ``consts``: :func:`_body_constants`; ``free, k, types``: :func:`_layout`; a0
+    (6,) the base acceleration.  Three sweeps (velocities; articulated inertias and bias
+    forces together; accelerations) over the bodies after a floating root, which is handled
+    outside them.
+
+    ``lanes``: the chunk's C states belong to C models, ``model`` a stack (every leaf with a
+    leading axis C, :func:`jaxdyn.stack`), consts (nb, 6, 6, C), (nb, k, C) and a0
+    (6, C): parents differ per lane, so the sweeps read and add per lane
+    (:func:`jaxdyn.tree.forward_sweep`)."""
     one, dt = q.ndim == 1, q.dtype
     bs = () if one else (q.shape[0],)                                      # the batch axis, or none
-    I6, mask, padarm = consts
+    I6, padarm = consts
     last = (lambda a: a) if one else (lambda a: jnp.moveaxis(a, 0, -1))    # (nb, ..., C)
-    each = (lambda f, x: f(x)) if one else (lambda f, x: jax.vmap(f)(x))
-    nb, o = model.nb, int(free)                                             # o: first scanned body
-    E1, r1, S1 = _joint_transforms(model, q, slice(o, nb), types, k)
-    qdb = last(each(partial(per_body, model), qd))
-    taub = last(each(partial(per_body, model), tau))
+    if one:
+        per_state = lambda f, *xs: f(model, *xs)
+    elif lanes:
+        per_state = lambda f, *xs: jax.vmap(f, out_axes=-1)(model, *xs)
+    else:
+        per_state = lambda f, *xs: jax.vmap(partial(f, model), out_axes=-1)(*xs)
+    lane = (lambda a: jnp.moveaxis(a, 0, -1)) if lanes else (lambda a: a)  # a model leaf, lanes last
+    nb, o = model.nb, int(bool(free))                                       # o: first scanned body
+    jt = lambda bodies, ts, kk: per_state(lambda m, x: _joint_transforms(m, x, bodies, ts, kk), q)
+    E1, r1, S1 = jt(slice(o, nb), types, k)
+    qdb, taub = per_state(per_body, qd), per_state(per_body, tau)
     fx = last(fx)
-    tree = _Tree(nb - o, (model.parent[o:] - o).astype(jnp.int32))
+    parent = lane(model.parent)[o:]
+    if free and lanes:   # a stack's padded bodies are roots that the plan hangs from the root: no f_ext
+        fx = jnp.concatenate([fx[:1], jnp.where((parent < 0)[:, None], 0.0, fx[o:])])
+    tree = _Tree(nb - o, (parent - o).astype(jnp.int32))
     idx = jnp.arange(nb - o, dtype=jnp.int32)
     if free:   # root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
-        E0, r0, S0 = (a[0] for a in _joint_transforms(model, q, slice(0, 1), (J.FREE,), 6))
+        E0, r0, S0 = (a[0] for a in jt(slice(0, 1), root_types(free), model.k))
         v0 = mv(S0, qdb[0])
         pA0 = sp.cross_force(v0, mv(I6[0], v0)) - fx[0]
     else:
@@ -161,19 +185,27 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types):
     IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6) + bs)
     (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2(one), tree, (IA0, pA),
                                                  (idx, E1, r1, S1, padarm[o:, :k], c, taub[o:, :k]))
-    a0b = jnp.broadcast_to(a0.reshape((6,) + (1,) * len(bs)), (6,) + bs)
+    a0b = jnp.broadcast_to(a0.reshape((6,) + (1,) * len(bs)) if a0.ndim == 1 else a0, (6,) + bs)
     if free:   # root (free joint, S0 square): its pass 2 and 3 steps with the world as parent
         _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0]))
         _, u0 = bias_step(pA0 + accp[-1], (E0, r0, S0, UDinv0, Ia0, jnp.zeros_like(v0), taub[0]))
         a0b, qdd0 = acceleration_step(a0b, (E0, r0, S0, U0, Dinv0, u0, jnp.zeros_like(v0)))
     _, qddb = forward_sweep(_kept(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c))
-    vidx = model.vidx[o:, :k]
-    trail = (1,) * len(bs)
-    qddb = qddb * mask[o:, :k].reshape((nb - o, k) + trail)
-    out = jnp.zeros((model.nv + 1,) + bs, dt).at[vidx.reshape(-1)].add(qddb.reshape((-1,) + bs))
-    if free:
-        out = out.at[model.vidx[0]].add(qdd0 * mask[0].reshape((-1,) + trail))
-    return last(out[:-1]) + model.v_pad.astype(dt).reshape((1,) * len(bs) + (-1,)) * tau
+
+    def scatter(m, qb, q0, t):                                             # one state: (nv,)
+        msk = dof_mask(m).astype(dt)
+        out = jnp.zeros(m.nv + 1, dt).at[m.vidx[o:, :k].reshape(-1)].add((qb * msk[o:, :k]).reshape(-1))
+        if free:
+            out = out.at[m.vidx[0]].add(q0 * msk[0])
+        return out[:-1] + m.v_pad.astype(dt) * t
+
+    q0 = qdd0 if free else jnp.zeros((6,) + bs, dt)
+    if one:
+        return scatter(model, qddb, q0, tau)
+    first = lambda a: jnp.moveaxis(a, -1, 0)
+    if lanes:
+        return jax.vmap(scatter)(model, first(qddb), first(q0), tau)
+    return jax.vmap(partial(scatter, model))(first(qddb), first(q0), tau)
 
 
 def aba_one_state(model: Model, q, qd, tau, fx=None, gravity=None):
@@ -220,6 +252,37 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
         mesh = Mesh(np.array(jax.devices()[:ndev]), ("b",))
         local = jax.shard_map(local, mesh=mesh, in_specs=(P("b"),) * 4, out_specs=P("b"), check_vma=False)
     return local(q, qd, tau, fx)[:B]
+
+
+def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
+    """ABA of B states of B models: ``model`` a stack (every leaf with a leading axis B, as
+    :func:`jaxdyn.stack` builds), q (B, nq), qd, tau (B, nv), fx (B, nb, 6) [n; f] in the
+    body frames, gravity None or (3,) -> qdd (B, nv).  The batch-last kernel
+    (:func:`aba_layout_kernel` with ``lanes``) on chunks of ``chunk`` models, so robots of
+    different structure run the sweeps of one robot, each lane reading its own parent.  The
+    plan (floating root outside the scan) is ``model.scan_layout``, which ``stack`` sets when
+    every member has a lone floating root.  What ``jax.vmap(jaxdyn.aba)`` over a stack runs."""
+    dt = jnp.result_type(q, qd, tau)
+    q, qd, tau, fx = (jnp.asarray(a, dt) for a in (q, qd, tau, fx))
+    free, k, types = _layout(model)
+    B = q.shape[0]
+    C = min(chunk, B)
+    rows = -(-B // C) * C
+    pad = lambda a, fill: jnp.concatenate([a, jnp.broadcast_to(fill, (rows - B,) + a.shape[1:])]) if rows > B else a
+    model = jax.tree_util.tree_map(lambda a: pad(a, a[:1]), model)
+    q = pad(q, q[:1])
+    qd, tau, fx = (pad(a, jnp.zeros((), dt)) for a in (qd, tau, fx))
+    chunks = lambda a: a.reshape((rows // C, C) + a.shape[1:])
+    last = lambda a: jnp.moveaxis(a, 0, -1)
+
+    def run(x):
+        m, q, qd, tau, fx = x
+        I6, padarm = jax.vmap(lambda mm: _body_constants(mm, dt, ()))(m)
+        a0 = jax.vmap(lambda mm: gravity_acceleration(mm, gravity).astype(dt))(m)
+        return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True)
+
+    out = lax.map(run, jax.tree_util.tree_map(chunks, (model, q, qd, tau, fx)))
+    return out.reshape(rows, -1)[:B]
 
 
 MULTI_DEVICE_MIN_WORK = 20000

@@ -86,7 +86,27 @@ def stack(models: Sequence[Model]) -> Model:
     for fld in DATA_FIELDS:
         leaves[fld] = jnp.stack([getattr(p, fld) for p in padded])
     return padded[0].replace(**leaves, types=tuple(sorted(types)), body_names=(), joint_names=(),
-                             frame_names=(), name="stack[" + ",".join(m.name for m in models) + "]")
+                             frame_names=(), name="stack[" + ",".join(m.name for m in models) + "]",
+                             scan_layout=_stacked_layout(models, dims["nb"]))
+
+
+def _stacked_layout(models, nb):
+    """The batch-last kernels' plan for a stack (``Model.scan_layout``): body 0 taken out of the
+    scan when it is every member's only root (a floating base, or a fixed-base arm's first
+    joint), so the scanned bodies need only the members' largest dof count after body 0
+    (1 for arms, quadrupeds and humanoids) instead of 6.  Padded bodies (roots with a fixed
+    joint, no mass, no children, no f_ext) then hang from body 0 instead of the world, which
+    changes nothing.  The plan's first entry is True when every root is FREE, else the tuple
+    of the members' root joint types; None when some member has another root."""
+    roots, ks, types = set(), [1], {J.FIXED} if any(m.nb < nb for m in models) else set()
+    for m in models:
+        parent, jtype = np.asarray(m.parent), np.asarray(m.jtype)
+        if not (m.nb > 1 and parent[0] == -1 and np.all(parent[1:] >= 0)):
+            return None
+        roots.add(int(jtype[0]))
+        types |= {int(t) for t in jtype[1:]}
+        ks += [J.NV[int(t)] for t in jtype[1:]]
+    return (True if roots == {J.FREE} else tuple(sorted(roots))), max(ks), tuple(sorted(types))
 
 
 def pad_state(model: Model, x, n: int):
