@@ -242,3 +242,22 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
             close(out[i, :m.nv], ref(m, *args, F[i, :m.nb]), 1e-9, err=f"{m.name} f_ext per lane")
             close(shared[i, :m.nv], ref(m, *args, F[0, :m.nb]), 1e-9, err=f"{m.name} shared f_ext")
             np.testing.assert_array_equal(out[i, m.nv:], T[i, m.nv:])
+
+
+def test_vmap_of_rnea_runs_the_batch_kernel(robot_pair):
+    """jax.vmap(jaxdyn.rnea) over states of one model runs the batch-last RNEA (rnea_batch, a
+    custom_vmap rule) and equals the recursive sweeps per state (rnea_recursive), with
+    unbatched arguments broadcast, a gravity override and a batch that is not a whole number
+    of chunks; f_ext keeps the plain vmap of the sweeps."""
+    from jaxdyn.dynamics.rnea import rnea_recursive
+    m, pm = robot_pair("anymal_c")
+    q, v, a, _ = (jnp.asarray(x) for x in _batch(rng_states(m, pm, 5, seed=4)))
+    g = jnp.array([0.3, 0.0, -9.0])
+    fx = jnp.asarray(np.random.default_rng(3).normal(size=(m.nb, 6)))
+    f = jax.jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(m, q, v, a, gravity=g), (0, None, 0)))
+    assert "stablehlo.case" in f.lower(q, v[0], a).as_text()            # the batch-last kernel's barriers
+    close(f(q, v[0], a), jax.vmap(lambda qq, aa: rnea_recursive(m, qq, v[0], aa, None, g, "local"))(q, a), 1e-10)
+    from jaxdyn.dynamics.batch import rnea_batch
+    close(rnea_batch(m, q, v, a, chunk=2), jax.vmap(lambda *x: rnea_recursive(m, *x, None, None, "local"))(q, v, a), 1e-10)
+    close(jax.vmap(lambda *x: jaxdyn.rnea(m, *x, fx))(q, v, a),
+          jax.vmap(lambda *x: rnea_recursive(m, *x, fx, None, "local"))(q, v, a), 1e-10)

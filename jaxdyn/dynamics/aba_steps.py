@@ -78,3 +78,24 @@ def acceleration_step(a_p, x, keep=same):
     a1 = keep(sp.apply_motion(sp.Transform(E, r), a_p) + c)
     qdd = keep(mv(Dinv, u - mv(tr(U), a1)))
     return a1 + mv(S, qdd), qdd
+
+
+def rnea_forward_step(parent, x, keep=same):
+    """RNEA's pass 1 (Featherstone 2010 Fig. 5): v = Xup v_p + S qd;  a = Xup a_p + S qdd +
+    v x S qd;  f = I a + v x* I v - f_ext.  parent = (v_p, a_p); x = (E, r, S, qd, qdd, I, fx).
+    Returns ((v, a), f)."""
+    v_p, a_p = parent
+    E, r, S, qd, qdd, I6, fx = x
+    X = sp.Transform(E, r)
+    vJ = keep(mv(S, qd))
+    v = keep(sp.apply_motion(X, v_p) + vJ)
+    a = keep(sp.apply_motion(X, a_p) + mv(S, qdd) + sp.cross_motion(v, vJ))
+    f = mv(I6, a) + sp.cross_force(v, keep(mv(I6, v))) - fx
+    return (v, a), f
+
+
+def rnea_backward_step(f, x, keep=same):
+    """RNEA's pass 2: tau = S^T f;  the parent receives Xup^T f.  x = (E, r, S).
+    Returns (Xup^T f, tau)."""
+    E, r, S = x
+    return sp.apply_force_T(sp.Transform(E, r), f, keep), mv(tr(S), f)

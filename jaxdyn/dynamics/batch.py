@@ -48,7 +48,8 @@ from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from ..spatial.linalg import mv
-from .aba_steps import acceleration_step, bias_step, inertia_step, same, velocity_step
+from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
+                        same, velocity_step)
 from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
                      per_body, pivot_addend)
 
@@ -283,6 +284,42 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
 
     out = lax.map(run, jax.tree_util.tree_map(chunks, (model, q, qd, tau, fx)))
     return out.reshape(rows, -1)[:B]
+
+
+def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
+    """RNEA (:func:`jaxdyn.rnea`, without f_ext) on a chunk: q (C, nq), qd, qdd (C, nv) ->
+    tau (C, nv), batch-last (the two sweeps of :mod:`jaxdyn.dynamics.aba_steps`' RNEA steps
+    with fusion barriers); I6 (nb, 6, 6, 1) from :func:`_body_constants`, a0 (6,)."""
+    dt = q.dtype
+    last = lambda a: jnp.moveaxis(a, 0, -1)
+    E, r, S = chunk_joint_transforms(model, q)
+    qdb, qddb = (last(jax.vmap(partial(per_body, model))(x)) for x in (qd, qdd))
+    C, nb = q.shape[0], model.nb
+    idx = jnp.arange(nb, dtype=jnp.int32)
+    init = (jnp.zeros((6, C), dt), jnp.broadcast_to(a0[:, None], (6, C)))
+    fx = jnp.zeros((nb, 6, C), dt)
+    _, f = forward_sweep(_kept(rnea_forward_step, False), model, init, (idx, E, r, S, qdb, qddb, I6, fx))
+    _, taub = backward_sweep(_kept(rnea_backward_step, False), model, f, (idx, E, r, S))
+    out = jnp.zeros((model.nv + 1, C), dt).at[model.vidx.reshape(-1)].add(taub.reshape(-1, C))
+    return out[:-1].T + model.armature.astype(dt)[None] * qdd
+
+
+def rnea_batch(model: Model, q, qd, qdd, gravity=None, chunk=128):
+    """RNEA of B states of one model, q (B, nq), qd, qdd (B, nv) -> tau (B, nv), in chunks of
+    ``chunk`` states on the batch-last kernel (:func:`rnea_chunk`).  What ``jax.vmap(jaxdyn.rnea)``
+    over states of one model runs."""
+    dt = jnp.result_type(q, qd, qdd)
+    q, qd, qdd = (jnp.asarray(a, dt) for a in (q, qd, qdd))
+    B = q.shape[0]
+    C = min(chunk, B)
+    rows = -(-B // C) * C
+    if rows > B:
+        pad = lambda a, fill: jnp.concatenate([a, jnp.broadcast_to(fill, (rows - B,) + a.shape[1:])])
+        q, qd, qdd = pad(q, q[:1]), pad(qd, 0.0), pad(qdd, 0.0)
+    a0 = gravity_acceleration(model, gravity).astype(dt)
+    I6, _ = _body_constants(model, dt)
+    xs = tuple(a.reshape((rows // C, C) + a.shape[1:]) for a in (q, qd, qdd))
+    return lax.map(lambda x: rnea_chunk(model, *x, a0, I6), xs).reshape(rows, -1)[:B]
 
 
 MULTI_DEVICE_MIN_WORK = 20000

@@ -13,6 +13,7 @@ from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from . import derivative_sweeps as ds
+from .batch import rnea_batch
 from .common import body_inertias, external_forces, gravity_acceleration, per_body, scatter_dofs
 
 
@@ -49,10 +50,12 @@ def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyW
 
     One state is computed in closed form (:func:`rnea_closed_form`): the same Newton-Euler
     equations with the sums along the tree as products with the model's ancestry matrix,
-    faster for one state on CPU.  ``jax.vmap(rnea)`` runs the two recursive sweeps of
-    :func:`rnea_core` on the batch instead (a ``custom_vmap`` rule: vmapped, the closed form
-    was several times slower), and derivatives (``jax.jvp``, ``jax.grad``, ...)
-    differentiate the sweeps (a ``custom_jvp`` rule), as before the closed form existed.
+    faster for one state on CPU.  ``jax.vmap(rnea)`` over states of one model runs the two
+    recursive sweeps in the batch-last layout instead (:func:`jaxdyn.dynamics.batch.rnea_batch`,
+    a ``custom_vmap`` rule; with f_ext or a batched model, the vmapped sweeps of
+    :func:`rnea_core`; vmapped, the closed form was several times slower), and derivatives
+    (``jax.jvp``, ``jax.grad``, ...) differentiate the sweeps (a ``custom_jvp`` rule), as
+    before the closed form existed.
     """
     check_state(model, q=q, qd=qd, qdd=qdd)
     return _rnea(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
@@ -86,9 +89,15 @@ def _one_state(f_ext_frame):
         return rnea_closed_form(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
 
     @one.def_vmap
-    def rule(axis_size, in_batched, *args):
+    def rule(axis_size, in_batched, model, q, qd, qdd, f_ext, gravity):
+        leaves = jax.tree_util.tree_leaves
+        if f_ext is None and not any(leaves(in_batched[0])) and not any(leaves(in_batched[5])):
+            full = lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+            q, qd, qdd = (full(x, b) for x, b in zip((q, qd, qdd), in_batched[1:4]))
+            return rnea_batch(model, q, qd, qdd, gravity), True
         axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched))
-        return jax.vmap(lambda *a: rnea_recursive(*a, f_ext_frame), in_axes=axes)(*args), True
+        fn = lambda *a: rnea_recursive(*a, f_ext_frame)
+        return jax.vmap(fn, in_axes=axes)(model, q, qd, qdd, f_ext, gravity), True
 
     return one
 

@@ -4,6 +4,9 @@ A padded body is attached to the world by a fixed joint with zero inertia: it co
 nothing.  A padded dof (index beyond the model's own nv) belongs to no body, has unit
 diagonal inertia (armature 1, ``v_pad`` 1) and zero acceleration under zero force.
 Padded q entries are never read and stay as given.
+
+``jax.vmap(jaxdyn.aba)`` over a stack runs the batch-last ABA kernel with a model per lane
+(:func:`jaxdyn.dynamics.batch.aba_lanes`), with the plan :func:`stack` records.
 """
 from __future__ import annotations
 
