@@ -13,6 +13,10 @@ bodies.
 * ``backward_sweep_with_parent`` / ``forward_sweep_with_siblings``: variants whose step also
   sees the parent's running accumulator (children visited one at a time, for Yamane-Nakamura's
   sequential elimination); ``sum_over_children``: a one-level gather.
+
+A ``model`` whose parent array has a trailing lane axis (nb, C) sweeps batch-last buffers
+(nb + 1, ..., C) of C models of different topology at once (``jaxdyn.stack`` under
+``vmap(aba)``): the parent slot is read and accumulated per lane.
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -261,3 +262,30 @@ def test_vmap_of_rnea_runs_the_batch_kernel(robot_pair):
     close(rnea_batch(m, q, v, a, chunk=2), jax.vmap(lambda *x: rnea_recursive(m, *x, None, None, "local"))(q, v, a), 1e-10)
     close(jax.vmap(lambda *x: jaxdyn.rnea(m, *x, fx))(q, v, a),
           jax.vmap(lambda *x: rnea_recursive(m, *x, fx, None, "local"))(q, v, a), 1e-10)
+
+
+def test_crba_closed_form_batch_and_sweep_agree():
+    """crba of one state (ancestry products, crba_terms), jax.vmap(crba) over states (batch-last
+    chunks, crba_batch, also with a partial last chunk), vmap over a stack (the vmapped sweep)
+    and its gradient (the custom_jvp rule through the sweep) all equal the composite-inertia
+    sweep (crba_sweep), on a floating random tree with every joint type and a fixed-base
+    forest."""
+    from jaxdyn.dynamics.crba import crba_batch, crba_sweep
+    R = jaxdyn.robots.random_tree
+    tree, fixed = R(10, 0.5, 11, floating_base=True), R(8, 0.5, 12)
+    forest = fixed.replace(parent=fixed.parent.at[5].set(-1))
+    sweep = jax.jit(jax.vmap(crba_sweep, (None, 0)))
+    Qf = jnp.stack([jaxdyn.random_configuration(forest, jax.random.PRNGKey(i)) for i in range(5)])
+    close(jax.jit(jax.vmap(jaxdyn.crba, (None, 0)))(forest, Qf), sweep(forest, Qf), 1e-12)   # traced topology
+    Q = jnp.stack([jaxdyn.random_configuration(tree, jax.random.PRNGKey(i)) for i in range(5)])
+    ref = sweep(tree, Q)
+    close(jax.jit(jax.vmap(jaxdyn.crba, (None, 0)))(tree, Q), ref, 1e-12)                     # static topology
+    close(jax.jit(partial(crba_batch, chunk=2))(tree, Q), ref, 1e-12)
+    close(jaxdyn.crba(tree, Q[0]), ref[0], 1e-12)
+    loss = lambda f: jax.grad(lambda q: jnp.sum(f(tree, q) ** 2))(Q[1])
+    close(loss(jaxdyn.crba), loss(crba_sweep), 1e-10)
+    st = jaxdyn.stack([tree, fixed])
+    Qs = jnp.stack([jaxdyn.pad_state(m, jaxdyn.neutral(m) + 0.1, st.nq) for m in (tree, fixed)])
+    out = jax.jit(jax.vmap(jaxdyn.crba))(st, Qs)
+    for i, m in enumerate((tree, fixed)):
+        close(out[i, :m.nv, :m.nv], jax.jit(crba_sweep)(m, Qs[i, :m.nq]), 1e-12)

@@ -126,9 +126,10 @@ def _batchable(f_ext_frame):
     """ABA of one state (:func:`jaxdyn.dynamics.batch.aba_one_state`: the batch-last kernels'
     sweeps without the batch axis, a floating root outside them) whose ``vmap`` over states
     of one model runs :func:`jaxdyn.aba_batch` instead of batching every 6x6 product (a
-    ``custom_vmap`` rule).
-    Batched models (``jaxdyn.stack``), batched gravity and world-frame f_ext keep the plain
-    vmap.  Differentiation never reaches this function (the custom_jvp rule of :func:`aba`)."""
+    ``custom_vmap`` rule), and over a batched model (``jaxdyn.stack``) runs
+    :func:`jaxdyn.dynamics.batch.aba_lanes` (a model per lane).  Batched gravity and
+    world-frame f_ext keep the plain vmap.  Differentiation never reaches this function (the
+    custom_jvp rule of :func:`aba`)."""
 
     @jax.custom_batching.custom_vmap
     def one(model, q, qd, tau, f_ext, gravity):

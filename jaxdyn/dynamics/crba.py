@@ -11,15 +11,19 @@ cancel catastrophically for a floating base far from the origin (relative error 
 from __future__ import annotations
 
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from .._typing import Configuration, JointMatrix
 from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, root_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep
-from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, with_zero_body
+from . import derivative_sweeps as ds
+from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, materialize, with_zero_body
 
 
 def _crba_step(IC, x):
@@ -38,8 +42,62 @@ def composite_inertias_world(model: Model, X0):
 
 @jax.jit
 def crba(model: Model, q: Configuration) -> JointMatrix:
-    """Joint-space inertia matrix M(q) (nv, nv), symmetric, armature on the diagonal."""
+    """Joint-space inertia matrix M(q) (nv, nv), symmetric, armature on the diagonal.
+
+    One state: the composite inertias as products with the ancestry matrix and the root
+    transforms by pointer jumping (:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms`).
+    ``jax.vmap(crba)`` over states of one model runs the same terms on batch-last chunks
+    (:func:`crba_batch`, a ``custom_vmap`` rule); over a batched model (``jaxdyn.stack``) the
+    vmapped sweep (:func:`crba_sweep`).  Derivatives differentiate :func:`crba_sweep` (a
+    ``custom_jvp`` rule)."""
     check_state(model, q=q)
+    return _crba(model, q)
+
+
+@jax.custom_jvp
+def _crba(model, q):
+    return _crba_one(model, q)
+
+
+_crba.defjvp(lambda primals, tangents: jax.jvp(crba_sweep, primals, tangents))
+
+
+@jax.custom_batching.custom_vmap
+def _crba_one(model, q):
+    return ds.crba_terms(model, *ds.state_transforms(model, q))
+
+
+@_crba_one.def_vmap
+def _crba_rule(axis_size, in_batched, model, q):
+    if any(jax.tree_util.tree_leaves(in_batched[0])):
+        return jax.vmap(crba_sweep, in_axes=(jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched[0]),
+                                             0 if in_batched[1] else None))(model, q), True
+    return crba_batch(model, q if in_batched[1] else jnp.broadcast_to(q, (axis_size,) + q.shape)), True
+
+
+def crba_batch(model: Model, q, chunk=32):
+    """M of B states of one model, q (B, nq) -> (B, nv, nv), in batch-last chunks of ``chunk``
+    states (:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms` with fusion barriers; the
+    topology computed once).  What ``jax.vmap(crba)`` runs."""
+    B = q.shape[0]
+    C = min(chunk, B)
+    rows = -(-B // C) * C
+    if rows > B:
+        q = jnp.concatenate([q, jnp.broadcast_to(q[:1], (rows - B,) + q.shape[1:])])
+    topo = ds.topology(model)
+
+    def run(x):
+        i, qc = x
+        M = ds.crba_terms(model, *ds.state_transforms(model, qc), keep=partial(materialize, i=i), topo=topo)
+        return jnp.moveaxis(M, -1, 0)
+
+    n = rows // C
+    return lax.map(run, (jnp.arange(n), q.reshape((n, C) + q.shape[1:]))).reshape((rows,) + (model.nv,) * 2)[:B]
+
+
+def crba_sweep(model: Model, q: Configuration) -> JointMatrix:
+    """:func:`crba` by a leaves-to-root sweep of composite inertias (the reference the closed
+    form is tested against, and what derivatives of :func:`crba` differentiate)."""
     Xup, S = joint_transforms(model, q)
     X0 = root_transforms(model, Xup)
     IC0, _ = composite_inertias_world(model, X0)

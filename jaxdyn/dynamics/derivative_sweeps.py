@@ -105,6 +105,35 @@ class Kinematics(NamedTuple):
     Xr: sp.Transform
 
 
+def root_frame_terms(model: Model, topo: Topology, E, r, S, keep=same):
+    """Every body's transform from its tree's root frame Xr (E (3, 3, nb, ...), r (3, nb, ...)),
+    every dof's motion subspace column J (6, nv, ...) and every body's 6x6 inertia I
+    (6, 6, nb, ...), the last two in that root frame, from the joint transforms E, r, S
+    (batch axis last, as :func:`kinematics`)."""
+    nb = model.nb
+    batch = (1,) * (E.ndim - 3)
+    cf = lambda x, n: jnp.moveaxis(x, 0, n)                             # bodies after n components
+    Xr = root_transforms(model, sp.Transform(E, r))
+    Er, rr = keep((Xr.E[:-1], Xr.r[:-1]))
+    Xr = sp.Transform(cf(Er, 2), cf(rr, 1))                             # (3, 3, nb, ...), (3, nb, ...)
+    Xd = sp.Transform(_gather(Xr.E, topo.body, 2, nb), _gather(Xr.r, topo.body, 1, nb))
+    Sd = cf(_gather(S, topo.body, 0, nb)[jnp.arange(model.nv), :, topo.col], 1)
+    J = keep(sp.apply_motion_inv(Xd, Sd))                               # (6, nv, ...)
+    I6 = jnp.moveaxis(body_inertia_matrices(model).astype(E.dtype), 0, 2).reshape((6, 6, nb) + batch)
+    I = keep(sp.congruence(Xr, I6 + jnp.zeros_like(Xr.r[:1, None]), keep))   # X^T I X: root frame
+    return Xr, J, I
+
+
+def crba_terms(model: Model, E, r, S, keep=same, topo=None):
+    """M (nv, nv, ...) by the composite-rigid-body algorithm in root frames: IC = subtree sums
+    of I (a product with the ancestry matrix), M_ck = J_c^T IC_d J_k (:func:`mass_matrix`)."""
+    topo = topology(model) if topo is None else topo
+    _, J, I = root_frame_terms(model, topo, E, r, S, keep)
+    IC = keep(_over(topo.anc.T, I, 2))
+    ICd = keep(_gather(IC, topo.body, 2, model.nb))
+    return mass_matrix(model, topo, keep(mv(ICd, J)), J, keep)
+
+
 def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=same) -> Kinematics:
     """:class:`Kinematics` from the joint transforms E (nb, 3, 3, ...), r (nb, 3, ...), S
     (nb, 6, k, ...) (:func:`jaxdyn.kinematics.joint_transforms`, batch axis last) and qd
@@ -116,19 +145,12 @@ def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=sam
     batch = (1,) * (E.ndim - 3)
     a0 = gravity_acceleration(model, gravity).reshape((6, 1) + batch)
     cf = lambda x, n: jnp.moveaxis(x, 0, n)                             # bodies after n components
-    Xr = root_transforms(model, sp.Transform(E, r))
-    Er, rr = keep((Xr.E[:-1], Xr.r[:-1]))
-    Xr = sp.Transform(cf(Er, 2), cf(rr, 1))                             # (3, 3, nb, ...), (3, nb, ...)
-    Xd = sp.Transform(_gather(Xr.E, topo.body, 2, nb), _gather(Xr.r, topo.body, 1, nb))
-    Sd = cf(_gather(S, topo.body, 0, nb)[jnp.arange(model.nv), :, topo.col], 1)
-    J = keep(sp.apply_motion_inv(Xd, Sd))                               # (6, nv, ...)
+    Xr, J, I = root_frame_terms(model, topo, E, r, S, keep)
     v = keep(_over(topo.A, J * qd[None], 1))                            # (6, nb, ...)
     vb, vp = keep((_gather(v, topo.body, 1, nb), _gather(_gather(v, parent_slots(model), 1, nb), topo.body, 1, nb)))
     root = (model.parent < 0).reshape((nb,) + batch)
     g = jnp.where(root, sp.apply_motion(sp.Transform(cf(E, 2), cf(r, 1)), a0), 0.0)
     abias = keep(_over(topo.anc, g, 1) + _over(topo.A, keep(sp.cross_motion(vb, J) * qd[None]), 1))
-    I6 = jnp.moveaxis(body_inertia_matrices(model).astype(E.dtype), 0, 2).reshape((6, 6, nb) + batch)
-    I = keep(sp.congruence(Xr, I6 + jnp.zeros_like(Xr.r[:1, None]), keep))   # X^T I X: root frame
     h = keep(mv(I, v))
     Cv = _cross_matrix(v)
     hx = _cross_matrix(h)                                               # [[n x, 0], [f x, n x]]
