@@ -175,7 +175,7 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         fx = jnp.concatenate([fx[:1], jnp.where((parent < 0)[:, None], 0.0, fx[o:])])
     tree = _Tree(nb - o, (parent - o).astype(jnp.int32))
     idx = jnp.arange(nb - o, dtype=jnp.int32)
-    if free:   # root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
+    if free:   # body 0, the only root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
         E0, r0, S0 = (a[0] for a in jt(slice(0, 1), root_types(free), model.k))
         v0 = mv(S0, qdb[0])
         pA0 = sp.cross_force(v0, mv(I6[0], v0)) - fx[0]
@@ -187,7 +187,7 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2(one), tree, (IA0, pA),
                                                  (idx, E1, r1, S1, padarm[o:, :k], c, taub[o:, :k]))
     a0b = jnp.broadcast_to(a0.reshape((6,) + (1,) * len(bs)) if a0.ndim == 1 else a0, (6,) + bs)
-    if free:   # root (free joint, S0 square): its pass 2 and 3 steps with the world as parent
+    if free:   # body 0 (S0: model.k columns, unused ones zero): its pass 2 and 3 steps, the world as parent
         _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0]))
         _, u0 = bias_step(pA0 + accp[-1], (E0, r0, S0, UDinv0, Ia0, jnp.zeros_like(v0), taub[0]))
         a0b, qdd0 = acceleration_step(a0b, (E0, r0, S0, U0, Dinv0, u0, jnp.zeros_like(v0)))
