@@ -7,6 +7,10 @@ common frame is the root body's frame of each tree (:func:`jaxdyn.kinematics.roo
 not the world: M does not depend on it, and world coordinates would carry m |p|^2 terms that
 cancel catastrophically for a floating base far from the origin (relative error 1e-4 at
 1000 km in world coordinates, round-off in root coordinates).
+
+That sweep is :func:`crba_sweep`.  :func:`crba` computes the same sums in closed form (products
+with the ancestry matrix, :func:`jaxdyn.dynamics.derivative_sweeps.crba_terms`), for one
+state and, through a ``custom_vmap`` rule, for batch-last chunks of states.
 """
 from __future__ import annotations
 

@@ -82,7 +82,8 @@ def _rnea_jvp(f_ext_frame, primals, tangents):
 
 @lru_cache(maxsize=None)
 def _one_state(f_ext_frame):
-    """:func:`rnea_closed_form` whose ``vmap`` runs the vmapped recursive sweeps."""
+    """:func:`rnea_closed_form` whose ``vmap`` runs :func:`jaxdyn.dynamics.batch.rnea_batch`
+    (states of one model, no f_ext) or the vmapped recursive sweeps."""
 
     @jax.custom_batching.custom_vmap
     def one(model, q, qd, qdd, f_ext, gravity):
