@@ -81,16 +81,16 @@ def acceleration_step(a_p, x, keep=same):
 
 
 def rnea_forward_step(parent, x, keep=same):
-    """RNEA's pass 1 (Featherstone 2010 Fig. 5): v = Xup v_p + S qd;  a = Xup a_p + S qdd +
-    v x S qd;  f = I a + v x* I v - f_ext.  parent = (v_p, a_p); x = (E, r, S, qd, qdd, I, fx).
-    Returns ((v, a), f)."""
+    """RNEA's pass 1 (Featherstone 2010 Fig. 5) without external forces: v = Xup v_p + S qd;
+    a = Xup a_p + S qdd + v x S qd;  f = I a + v x* I v.  parent = (v_p, a_p);
+    x = (E, r, S, qd, qdd, I).  Returns ((v, a), f)."""
     v_p, a_p = parent
-    E, r, S, qd, qdd, I6, fx = x
+    E, r, S, qd, qdd, I6 = x
     X = sp.Transform(E, r)
     vJ = keep(mv(S, qd))
     v = keep(sp.apply_motion(X, v_p) + vJ)
     a = keep(sp.apply_motion(X, a_p) + mv(S, qdd) + sp.cross_motion(v, vJ))
-    f = mv(I6, a) + sp.cross_force(v, keep(mv(I6, v))) - fx
+    f = mv(I6, a) + sp.cross_force(v, keep(mv(I6, v)))
     return (v, a), f
 
 

@@ -51,7 +51,7 @@ from ..spatial.linalg import mv
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
 from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
-                     per_body, pivot_addend)
+                     per_body, pivot_addend, scatter_dofs)
 
 # ---------------------------------------------------------------- layout: fusion barriers
 # The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
@@ -255,6 +255,26 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
     return local(q, qd, tau, fx)[:B]
 
 
+def chunked(tree, chunk):
+    """Split a batch (every leaf with a leading axis B) into whole chunks for ``lax.map``:
+    ``(tree with leaves (n, C, ...), B)`` with C = min(chunk, B).  The last chunk is filled
+    up with copies of the first row (a valid state or model); :func:`unchunked` drops them."""
+    B = jax.tree_util.tree_leaves(tree)[0].shape[0]
+    C = min(chunk, B)
+    rows = -(-B // C) * C
+
+    def split(a):
+        if rows > B:
+            a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
+        return a.reshape((rows // C, C) + a.shape[1:])
+    return jax.tree_util.tree_map(split, tree), B
+
+
+def unchunked(tree, B):
+    """Inverse of :func:`chunked` on ``lax.map``'s output: leaves (n, C, ...) -> (B, ...)."""
+    return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:])[:B], tree)
+
+
 def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
     """ABA of B states of B models: ``model`` a stack (every leaf with a leading axis B, as
     :func:`jaxdyn.stack` builds), q (B, nq), qd, tau (B, nv), fx (B, nb, 6) [n; f] in the
@@ -266,14 +286,6 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
     dt = jnp.result_type(q, qd, tau)
     q, qd, tau, fx = (jnp.asarray(a, dt) for a in (q, qd, tau, fx))
     free, k, types = _layout(model)
-    B = q.shape[0]
-    C = min(chunk, B)
-    rows = -(-B // C) * C
-    pad = lambda a, fill: jnp.concatenate([a, jnp.broadcast_to(fill, (rows - B,) + a.shape[1:])]) if rows > B else a
-    model = jax.tree_util.tree_map(lambda a: pad(a, a[:1]), model)
-    q = pad(q, q[:1])
-    qd, tau, fx = (pad(a, jnp.zeros((), dt)) for a in (qd, tau, fx))
-    chunks = lambda a: a.reshape((rows // C, C) + a.shape[1:])
     last = lambda a: jnp.moveaxis(a, 0, -1)
 
     def run(x):
@@ -282,8 +294,8 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
         a0 = jax.vmap(lambda mm: gravity_acceleration(mm, gravity).astype(dt))(m)
         return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True)
 
-    out = lax.map(run, jax.tree_util.tree_map(chunks, (model, q, qd, tau, fx)))
-    return out.reshape(rows, -1)[:B]
+    xs, B = chunked((model, q, qd, tau, fx), chunk)
+    return unchunked(lax.map(run, xs), B)
 
 
 def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
@@ -294,14 +306,13 @@ def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
     last = lambda a: jnp.moveaxis(a, 0, -1)
     E, r, S = chunk_joint_transforms(model, q)
     qdb, qddb = (last(jax.vmap(partial(per_body, model))(x)) for x in (qd, qdd))
-    C, nb = q.shape[0], model.nb
-    idx = jnp.arange(nb, dtype=jnp.int32)
+    C = q.shape[0]
+    idx = jnp.arange(model.nb, dtype=jnp.int32)
     init = (jnp.zeros((6, C), dt), jnp.broadcast_to(a0[:, None], (6, C)))
-    fx = jnp.zeros((nb, 6, C), dt)
-    _, f = forward_sweep(_kept(rnea_forward_step, False), model, init, (idx, E, r, S, qdb, qddb, I6, fx))
+    _, f = forward_sweep(_kept(rnea_forward_step, False), model, init, (idx, E, r, S, qdb, qddb, I6))
     _, taub = backward_sweep(_kept(rnea_backward_step, False), model, f, (idx, E, r, S))
-    out = jnp.zeros((model.nv + 1, C), dt).at[model.vidx.reshape(-1)].add(taub.reshape(-1, C))
-    return out[:-1].T + model.armature.astype(dt)[None] * qdd
+    tau = jax.vmap(partial(scatter_dofs, model), in_axes=-1)(taub)
+    return tau + model.armature.astype(dt)[None] * qdd
 
 
 def rnea_batch(model: Model, q, qd, qdd, gravity=None, chunk=128):
@@ -309,17 +320,10 @@ def rnea_batch(model: Model, q, qd, qdd, gravity=None, chunk=128):
     ``chunk`` states on the batch-last kernel (:func:`rnea_chunk`).  What ``jax.vmap(jaxdyn.rnea)``
     over states of one model runs."""
     dt = jnp.result_type(q, qd, qdd)
-    q, qd, qdd = (jnp.asarray(a, dt) for a in (q, qd, qdd))
-    B = q.shape[0]
-    C = min(chunk, B)
-    rows = -(-B // C) * C
-    if rows > B:
-        pad = lambda a, fill: jnp.concatenate([a, jnp.broadcast_to(fill, (rows - B,) + a.shape[1:])])
-        q, qd, qdd = pad(q, q[:1]), pad(qd, 0.0), pad(qdd, 0.0)
     a0 = gravity_acceleration(model, gravity).astype(dt)
     I6, _ = _body_constants(model, dt)
-    xs = tuple(a.reshape((rows // C, C) + a.shape[1:]) for a in (q, qd, qdd))
-    return lax.map(lambda x: rnea_chunk(model, *x, a0, I6), xs).reshape(rows, -1)[:B]
+    xs, B = chunked(tuple(jnp.asarray(a, dt) for a in (q, qd, qdd)), chunk)
+    return unchunked(lax.map(lambda x: rnea_chunk(model, *x, a0, I6), xs), B)
 
 
 MULTI_DEVICE_MIN_WORK = 20000

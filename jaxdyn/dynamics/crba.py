@@ -27,6 +27,7 @@ from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, ro
 from ..model.model import Model, check_state
 from ..tree import backward_sweep
 from . import derivative_sweeps as ds
+from .batch import chunked, unchunked
 from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, materialize, with_zero_body
 
 
@@ -83,11 +84,6 @@ def crba_batch(model: Model, q, chunk=32):
     """M of B states of one model, q (B, nq) -> (B, nv, nv), in batch-last chunks of ``chunk``
     states (:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms` with fusion barriers; the
     topology computed once).  What ``jax.vmap(crba)`` runs."""
-    B = q.shape[0]
-    C = min(chunk, B)
-    rows = -(-B // C) * C
-    if rows > B:
-        q = jnp.concatenate([q, jnp.broadcast_to(q[:1], (rows - B,) + q.shape[1:])])
     topo = ds.topology(model)
 
     def run(x):
@@ -95,8 +91,8 @@ def crba_batch(model: Model, q, chunk=32):
         M = ds.crba_terms(model, *ds.state_transforms(model, qc), keep=partial(materialize, i=i), topo=topo)
         return jnp.moveaxis(M, -1, 0)
 
-    n = rows // C
-    return lax.map(run, (jnp.arange(n), q.reshape((n, C) + q.shape[1:]))).reshape((rows,) + (model.nv,) * 2)[:B]
+    qs, B = chunked(q, chunk)
+    return unchunked(lax.map(run, (jnp.arange(qs.shape[0]), qs)), B)
 
 
 def crba_sweep(model: Model, q: Configuration) -> JointMatrix:

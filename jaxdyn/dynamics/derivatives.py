@@ -58,7 +58,7 @@ from ..model.model import Model, check_state
 from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
-from .batch import cpu_jit
+from .batch import chunked, cpu_jit, unchunked
 from .common import materialize
 from .minv import minv
 from .crba import crba
@@ -159,18 +159,14 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analyt
 
 
 def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method):
-    B = Q.shape[0]
-    C = min(chunk, B)
     if method == "analytic":
-        rows = -(-B // C) * C
-        pad = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
-        xs = tuple(pad(a).reshape((rows // C, C) + a.shape[1:]) for a in (Q, QD, X))
+        xs, B = chunked((Q, QD, X), chunk)
         topo = ds.topology(model)
         out = lax.map(lambda x: _analytic(fn, model, *x[1:], i=x[0], topo=topo),
-                      (jnp.arange(rows // C, dtype=jnp.int32),) + xs)
-        return tuple(a.reshape((rows,) + a.shape[2:])[:B] for a in out)
+                      (jnp.arange(xs[0].shape[0], dtype=jnp.int32),) + xs)
+        return unchunked(out, B)
     f = aba_derivatives if fn == "aba" else rnea_derivatives
-    return lax.map(lambda x: f(model, *x, method=method), (Q, QD, X), batch_size=C)
+    return lax.map(lambda x: f(model, *x, method=method), (Q, QD, X), batch_size=min(chunk, Q.shape[0]))
 
 
 _batch_compiled = cpu_jit(_derivatives_batch, ("fn", "chunk", "method"))
