@@ -1,13 +1,14 @@
 """Derivative throughput: µs per state for jaxdyn's dynamics derivatives vs Pinocchio.
 
 Usage: python benchmarks/bench_grad.py [--robots panda,talos_reduced] [--batches 1,64,4096]
-         [--out benchmarks/results/grad.json]
+         [--host-devices 2] [--out benchmarks/results/grad.json]
 
-Per robot (f64, one JAX CPU device, Pinocchio in the same run on one core):
+Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on one core):
 
 * ``aba_derivatives`` / ``rnea_derivatives`` (Carpentier-Mansard sweeps; B = 1: one jitted
   call, B > 1: ``derivatives_batch``, batch-last chunks of 32; at the largest B also
-  ``vmap`` of the per-state function) and the autodiff reference
+  ``vmap`` of the per-state function, and ``derivatives_batch`` split over all
+  ``--host-devices``, default one per core) and the autodiff reference
   (``method="autodiff"``, B = 64 only: it is ~50x slower), with compile times;
 * one reverse-mode gradient of a scalar of qdd (``vmap(grad)``) through ``jaxdyn.aba`` (its
   implicit derivative rule) and through ``aba_unwrapped`` (autodiff through the passes);
@@ -42,9 +43,12 @@ def main():
     ap.add_argument("--robots", default="panda,anymal_c,talos_reduced,g1")
     ap.add_argument("--batches", default="1,64,4096")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "grad.json"))
+    ap.add_argument("--host-devices", type=int, default=os.cpu_count() or 1,
+                    help="JAX CPU devices (one per core); derivatives_batch is measured on 1 and on all")
     args = ap.parse_args()
 
     import jax
+    jax.config.update("jax_num_cpu_devices", args.host_devices)
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import pinocchio as pin
@@ -95,14 +99,20 @@ def main():
                     q0, v0, t0 = Q[0], V[0], T[0]
                     f = lambda q0=q0, v0=v0, t0=t0: single(m, q0, v0, t0)
                 else:
-                    f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn)
+                    f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, devices=1)
                 row[f"{fn}_derivatives_compile_s_B{B}"] = compiled(f)
                 row[f"{fn}_derivatives_us_B{B}"] = timeit(lambda: jax.block_until_ready(f())) / B * 1e6
+            nd = jax.device_count()
+            if nd > 1:
+                f = lambda: jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=nd)
+                compiled(f)
+                row[f"{fn}_derivatives_us_B{Bmax}_{nd}dev"] = timeit(lambda: jax.block_until_ready(f())) / Bmax * 1e6
             vf = jax.jit(jax.vmap(single, (None, 0, 0, 0)), compiler_options=jaxdyn.CPU_OPTIONS)
             f = lambda: vf(m, Q, V, T)
             row[f"{fn}_derivatives_vmap_compile_s_B{Bmax}"] = compiled(f)
             row[f"{fn}_derivatives_vmap_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(f())) / Bmax * 1e6
-            f = lambda: jaxdyn.derivatives_batch(m, Q[:64], V[:64], T[:64], fn=fn, chunk=64, method="autodiff")
+            f = lambda: jaxdyn.derivatives_batch(m, Q[:64], V[:64], T[:64], fn=fn, chunk=64, method="autodiff",
+                                                 devices=1)
             row[f"{fn}_derivatives_autodiff_compile_s_B64"] = compiled(f)
             row[f"{fn}_derivatives_autodiff_us_B64"] = timeit(lambda: jax.block_until_ready(f())) / 64 * 1e6
 
@@ -119,7 +129,7 @@ def main():
         row[f"vmap_aba_cpu_options_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
         va = jax.jit(jax.vmap(aba_unwrapped, (None, 0, 0, 0)))
         row[f"vmap_aba_unwrapped_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
-        row[f"aba_batch_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(jaxdyn.aba_batch(m, Q, V, T))) / Bmax * 1e6
+        row[f"aba_batch_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(jaxdyn.aba_batch(m, Q, V, T, devices=1))) / Bmax * 1e6
         res["robots"][name] = row
         print(name, json.dumps({k: round(v, 2) for k, v in row.items()}), flush=True)
         jax.clear_caches()
@@ -165,12 +175,15 @@ def plot(res, path, Bmax):
     series = [("Pinocchio computeABADerivatives", "pin_aba_derivatives_us"),
               (f"aba_derivatives (analytic, B={Bmax})", f"aba_derivatives_us_B{Bmax}"),
               (f"vmap(aba_derivatives) (B={Bmax})", f"aba_derivatives_vmap_us_B{Bmax}"),
+              (f"aba_derivatives (analytic, B={Bmax}, all host devices)",
+               ([k for k in res["robots"][names[0]] if k.startswith(f"aba_derivatives_us_B{Bmax}_")] or [None])[0]),
               ("Pinocchio computeRNEADerivatives", "pin_rnea_derivatives_us"),
               (f"rnea_derivatives (analytic, B={Bmax})", f"rnea_derivatives_us_B{Bmax}"),
               ("aba_derivatives (analytic, B=1)", "aba_derivatives_us_B1"),
               ("aba_derivatives (autodiff, B=64)", "aba_derivatives_autodiff_us_B64"),
               ("grad through aba (implicit rule)", [k for k in res["robots"][names[0]] if k.startswith("grad_aba_implicit_us")][0]),
               ("grad through aba_unwrapped", [k for k in res["robots"][names[0]] if k.startswith("grad_aba_unwrapped_us")][0])]
+    series = [(lab, key) for lab, key in series if key is not None]
     fig, ax = plt.subplots(figsize=(10, 4.5))
     wdt = 0.8 / len(series)
     for j, (lab, key) in enumerate(series):
@@ -178,7 +191,7 @@ def plot(res, path, Bmax):
     ax.set_xticks(np.arange(len(names)) + 0.4 - wdt / 2)
     ax.set_xticklabels(names)
     ax.set_yscale("log")
-    ax.set_ylabel("µs per state (f64, one core)")
+    ax.set_ylabel("µs per state (f64; one core unless stated)")
     ax.legend(fontsize=7)
     ax.set_title("Dynamics derivatives: jaxdyn vs Pinocchio")
     fig.tight_layout()

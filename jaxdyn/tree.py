@@ -50,6 +50,22 @@ def _add(b, p, v):
     return b.at[(p,) + (slice(None),) * (b.ndim - 2) + (lanes,)].add(jnp.moveaxis(v, -1, 0))
 
 
+def varying_like(carry, *others):
+    """``carry`` cast to vary over every manual mesh axis that a leaf of ``carry`` or ``others``
+    varies over.  Under a caller's ``shard_map`` a scan whose initial carry is built from
+    constants (zeros, the model's inertias) would otherwise change its carry's type in the
+    body, which ``lax.scan`` rejects; elsewhere it returns ``carry`` unchanged."""
+    def vma(a):                             # the aval's varying axes (named differently by jax version)
+        t = jax.typeof(a)
+        mat = getattr(t, "manual_axis_type", None)
+        return frozenset(mat.varying if mat is not None else getattr(t, "vma", ()))
+    axes = frozenset().union(*map(vma, jax.tree_util.tree_leaves((carry, others))))
+    if not axes:
+        return carry
+    cast = lambda a: lax.pcast(a, tuple(sorted(axes - vma(a))), to="varying") if axes - vma(a) else a
+    return tmap(cast, carry)
+
+
 def forward_sweep(step, model, init, xs):
     """Root-to-leaves sweep.
 
@@ -99,6 +115,7 @@ def backward_sweep_with_parent(step, model, init, xs):
         buf = tmap(lambda b, v: _add(b, p, v.astype(b.dtype)), buf, to_parent)
         return buf, y
 
+    buf = varying_like(buf, model, xs)
     buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs), reverse=True)
     return buf, ys
 
@@ -124,7 +141,8 @@ def forward_sweep_with_siblings(step, model, init, sib_init, xs):
         sib = tmap(lambda b, v: _add(b, p, v.astype(b.dtype)), sib, to_parent)
         return (buf, sib), y
 
-    (buf, _), ys = lax.scan(body, (buf, sib_init), (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs))
+    carry = varying_like((buf, sib_init), model, xs)
+    (buf, _), ys = lax.scan(body, carry, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs))
     return buf, ys
 
 

@@ -117,7 +117,8 @@ def test_aba_batch_bad_input_and_singular():
 
 def test_aba_batch_two_host_devices():
     """With jax_num_cpu_devices=2 the batch is split over both devices (shard_map); the result
-    equals vmap(aba) for a B that needs padding on each device."""
+    equals vmap(aba) for a B that needs padding on each device.  derivatives_batch on two
+    devices (analytic and autodiff) equals the per-state aba_derivatives."""
     code = textwrap.dedent("""
         import jax, numpy as np
         jax.config.update("jax_num_cpu_devices", 2)
@@ -133,6 +134,24 @@ def test_aba_batch_two_host_devices():
         ref = jax.vmap(lambda *s: jaxdyn.aba(m, *s))(q, v, t)
         err = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
         assert err < 1e-12, err
+        # vmap(aba) stays on the devices of the caller's program: under the caller's own
+        # shard_map (each device a share of the batch) and under a plain jit (one device)
+        from jax.sharding import Mesh, PartitionSpec as P
+        mesh = Mesh(np.array(jax.devices()), ("b",))
+        va = jax.vmap(lambda *s: jaxdyn.aba(m, *s))
+        Qb, Vb, Tb = (np.tile(a, (160, 1)) for a in (q[:32], v[:32], t[:32]))    # B * nb / 2 above the split
+        sm = jax.jit(jax.shard_map(va, mesh=mesh, in_specs=(P("b"),) * 3, out_specs=P("b")))(Qb, Vb, Tb)
+        one = jax.jit(va)(Qb, Vb, Tb)
+        assert len(one.sharding.device_set) == 1, one.sharding
+        for out in (sm, one):
+            e = float(np.max(np.abs(out[:32] - ref[:32])) / np.max(np.abs(ref)))
+            assert e < 1e-12, e
+        for method in ("analytic", "autodiff"):
+            got = jaxdyn.derivatives_batch(m, q[:5], v[:5], t[:5], chunk=2, method=method, devices=2)
+            want = jax.vmap(lambda *s: jaxdyn.aba_derivatives(m, *s))(q[:5], v[:5], t[:5])
+            for g, w in zip(got, want):
+                e = float(np.max(np.abs(g - w)) / np.max(np.abs(w)))
+                assert e < 1e-10, (method, e)
         print("ok", err)
     """)
     env = dict(os.environ, JAX_PLATFORMS="cpu")

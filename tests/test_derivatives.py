@@ -143,6 +143,8 @@ def test_aba_derivatives_identity_and_batch():
         jaxdyn.derivatives_batch(m, Q, V[:3], T)
     with pytest.raises(ShapeError, match="empty batch"):
         jaxdyn.derivatives_batch(m, Q[:0], V[:0], T[:0])
+    with pytest.raises(ArgumentError, match=r"devices=2 but 1 device"):
+        jaxdyn.derivatives_batch(m, Q, V, T, devices=2)
 
 
 def test_no_lapack_call_in_dynamics_kernels():

@@ -94,8 +94,9 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
     (:func:`jaxdyn.dynamics.batch.aba_one_state`: a floating root outside the scan, pass 2 in
     one sweep; fewer dependent steps than the four passes of :func:`aba_unwrapped`).
     ``jax.vmap(aba)`` over states of one model runs :func:`jaxdyn.aba_batch`'s batch-last
-    kernels (a ``custom_vmap`` rule); inside your own ``jit`` pass
-    ``compiler_options=jaxdyn.CPU_OPTIONS`` for its full speed on CPU.
+    kernels on one device (a ``custom_vmap`` rule: your program decides the devices, e.g. by
+    ``shard_map``); inside your own ``jit`` pass ``compiler_options=jaxdyn.CPU_OPTIONS`` for
+    its full speed on CPU.
     """
     check_state(model, q=q, qd=qd, tau=tau)
     return _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame)
@@ -157,7 +158,7 @@ def _batchable(f_ext_frame):
             fx = jnp.concatenate([fx[..., 3:], fx[..., :3]], -1)           # [force; moment] -> [n; f]
             return aba_lanes(model, q, qd, tau, fx, gravity), True
         fx = None if f_ext is None else full(f_ext, in_batched[4])
-        return aba_batch(model, q, qd, tau, f_ext=fx, gravity=gravity), True
+        return aba_batch(model, q, qd, tau, f_ext=fx, gravity=gravity, devices=1), True
 
     return one
 

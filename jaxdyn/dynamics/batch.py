@@ -236,43 +236,35 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
         fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
     a0 = gravity_acceleration(model, gravity).astype(dt)
     consts = _body_constants(model, dt)
-    C = min(chunk, -(-B // ndev))
-    rows = -(-B // (C * ndev)) * C * ndev          # padded to whole chunks on every device
-    if rows > B:
-        padrows = lambda a, fill: jnp.concatenate([a, jnp.broadcast_to(fill, (rows - B,) + a.shape[1:])])
-        q = padrows(q, q[:1])
-        qd, tau, fx = (padrows(a, jnp.zeros((), a.dtype)) for a in (qd, tau, fx))
-
-    def local(q, qd, tau, fx):                      # the rows of one device, chunk by chunk
-        n = q.shape[0] // C
-        xs = tuple(a.reshape((n, C) + a.shape[1:]) for a in (q, qd, tau, fx))
-        out = lax.map(lambda x: aba_layout_kernel(model, *x, a0, consts, free, k, types), xs)
-        return out.reshape(n * C, -1)
-
-    if ndev > 1:
-        mesh = Mesh(np.array(jax.devices()[:ndev]), ("b",))
-        local = jax.shard_map(local, mesh=mesh, in_specs=(P("b"),) * 4, out_specs=P("b"), check_vma=False)
-    return local(q, qd, tau, fx)[:B]
+    return map_chunks(lambda _, x: aba_layout_kernel(model, *x, a0, consts, free, k, types), (q, qd, tau, fx),
+                      chunk, ndev)
 
 
-def chunked(tree, chunk):
-    """Split a batch (every leaf with a leading axis B) into whole chunks for ``lax.map``:
-    ``(tree with leaves (n, C, ...), B)`` with C = min(chunk, B).  The last chunk is filled
-    up with copies of the first row (a valid state or model); :func:`unchunked` drops them."""
-    B = jax.tree_util.tree_leaves(tree)[0].shape[0]
-    C = min(chunk, B)
-    rows = -(-B // C) * C
+def map_chunks(fn, xs, chunk, devices=1):
+    """``fn`` over a batch in chunks: ``xs`` a pytree whose leaves have a leading axis B (states,
+    or models of a stack), ``fn(i, x)`` maps a chunk's traced index i (int32, for
+    :func:`materialize`) and the chunk x (leaves (C, ...)) to a pytree of (C, ...) arrays.
+    Chunks of C = min(chunk, B / devices) run one after the other (``lax.map``) on each of the
+    first ``devices`` devices (``shard_map``).  The batch is filled up to whole chunks on every
+    device with copies of its first row (a valid state or model), dropped from the result.
+    Returns fn's pytree with leaves (B, ...)."""
+    leaves = jax.tree_util.tree_leaves(xs)
+    B = leaves[0].shape[0]
+    C = min(chunk, -(-B // devices))
+    rows = -(-B // (C * devices)) * C * devices
+    fill = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
+    xs = jax.tree_util.tree_map(fill, xs) if rows > B else xs
 
-    def split(a):
-        if rows > B:
-            a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
-        return a.reshape((rows // C, C) + a.shape[1:])
-    return jax.tree_util.tree_map(split, tree), B
+    def local(xs):                                  # the rows of one device, chunk by chunk
+        n = jax.tree_util.tree_leaves(xs)[0].shape[0] // C
+        split = jax.tree_util.tree_map(lambda a: a.reshape((n, C) + a.shape[1:]), xs)
+        out = lax.map(lambda x: fn(*x), (jnp.arange(n, dtype=jnp.int32), split))
+        return jax.tree_util.tree_map(lambda a: a.reshape((n * C,) + a.shape[2:]), out)
 
-
-def unchunked(tree, B):
-    """Inverse of :func:`chunked` on ``lax.map``'s output: leaves (n, C, ...) -> (B, ...)."""
-    return jax.tree_util.tree_map(lambda a: a.reshape((-1,) + a.shape[2:])[:B], tree)
+    if devices > 1:
+        mesh = Mesh(np.array(jax.devices()[:devices]), ("b",))
+        local = jax.shard_map(local, mesh=mesh, in_specs=P("b"), out_specs=P("b"), check_vma=False)
+    return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
 
 
 def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
@@ -288,14 +280,13 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
     free, k, types = _layout(model)
     last = lambda a: jnp.moveaxis(a, 0, -1)
 
-    def run(x):
+    def run(_, x):
         m, q, qd, tau, fx = x
         I6, padarm = jax.vmap(lambda mm: _body_constants(mm, dt, ()))(m)
         a0 = jax.vmap(lambda mm: gravity_acceleration(mm, gravity).astype(dt))(m)
         return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True)
 
-    xs, B = chunked((model, q, qd, tau, fx), chunk)
-    return unchunked(lax.map(run, xs), B)
+    return map_chunks(run, (model, q, qd, tau, fx), chunk)
 
 
 def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
@@ -322,8 +313,8 @@ def rnea_batch(model: Model, q, qd, qdd, gravity=None, chunk=128):
     dt = jnp.result_type(q, qd, qdd)
     a0 = gravity_acceleration(model, gravity).astype(dt)
     I6, _ = _body_constants(model, dt)
-    xs, B = chunked(tuple(jnp.asarray(a, dt) for a in (q, qd, qdd)), chunk)
-    return unchunked(lax.map(lambda x: rnea_chunk(model, *x, a0, I6), xs), B)
+    return map_chunks(lambda _, x: rnea_chunk(model, *x, a0, I6), tuple(jnp.asarray(a, dt) for a in (q, qd, qdd)),
+                      chunk)
 
 
 MULTI_DEVICE_MIN_WORK = 20000
@@ -371,12 +362,20 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
     free, k, types = _layout(model)
-    cpu = jax.default_backend() == "cpu"
-    big = B * model.nb >= MULTI_DEVICE_MIN_WORK
-    ndev = int(devices) if devices is not None else (jax.device_count() if cpu and big else 1)
-    if not 1 <= ndev <= jax.device_count():
-        raise ArgumentError(f"aba_batch: devices={devices} but {jax.device_count()} device(s) are available")
+    ndev = device_count(devices, B * model.nb, "aba_batch")
     return _compiled(model, q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
+
+
+def device_count(devices, work, caller="derivatives_batch"):
+    """How many devices a batch of ``work`` = B * nb runs on: ``devices`` if given (checked
+    against the devices there are), else all of them on the CPU backend when
+    ``work`` >= :data:`MULTI_DEVICE_MIN_WORK`, else 1."""
+    if devices is None:
+        big = jax.default_backend() == "cpu" and work >= MULTI_DEVICE_MIN_WORK
+        return jax.device_count() if big else 1
+    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or not 1 <= devices <= jax.device_count():
+        raise ArgumentError(f"{caller}: devices={devices!r} but {jax.device_count()} device(s) are available")
+    return int(devices)
 
 
 def cpu_jit(fun, static_argnames=()):

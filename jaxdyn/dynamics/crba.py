@@ -19,7 +19,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from .._typing import Configuration, JointMatrix
 from .. import spatial as sp
@@ -27,7 +26,7 @@ from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, ro
 from ..model.model import Model, check_state
 from ..tree import backward_sweep
 from . import derivative_sweeps as ds
-from .batch import chunked, unchunked
+from .batch import map_chunks
 from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, materialize, with_zero_body
 
 
@@ -86,13 +85,11 @@ def crba_batch(model: Model, q, chunk=32):
     topology computed once).  What ``jax.vmap(crba)`` runs."""
     topo = ds.topology(model)
 
-    def run(x):
-        i, qc = x
+    def run(i, qc):
         M = ds.crba_terms(model, *ds.state_transforms(model, qc), keep=partial(materialize, i=i), topo=topo)
         return jnp.moveaxis(M, -1, 0)
 
-    qs, B = chunked(q, chunk)
-    return unchunked(lax.map(run, (jnp.arange(qs.shape[0]), qs)), B)
+    return map_chunks(run, q, chunk)
 
 
 def crba_sweep(model: Model, q: Configuration) -> JointMatrix:

@@ -40,8 +40,10 @@ reference for the analytical sweeps.
 
 Batches: ``derivatives_batch`` runs a batch in chunks of ``chunk`` states, one after the other
 (``lax.map``), so memory is bounded by ``chunk`` states: the analytic method on batch-last
-chunks, autodiff as vmapped chunks.  ``jax.vmap`` of the per-state functions works too but
-batches every small product (1.1-3.3x slower per state, ``benchmarks/results/grad.json``).
+chunks, autodiff as vmapped chunks; with several devices (e.g. two host devices on a 2-core
+CPU) each runs its share of the chunks (``shard_map``, as :func:`jaxdyn.aba_batch`).
+``jax.vmap`` of the per-state functions works too but batches every small product (1.1-3.3x
+slower per state, ``benchmarks/results/grad.json``).
 """
 from __future__ import annotations
 
@@ -49,7 +51,6 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from .._typing import Configuration, JointMatrix, Tangent
 from ..errors import ArgumentError, ShapeError
@@ -58,7 +59,7 @@ from ..model.model import Model, check_state
 from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
-from .batch import chunked, cpu_jit, unchunked
+from .batch import cpu_jit, device_count, map_chunks
 from .common import materialize
 from .minv import minv
 from .crba import crba
@@ -133,7 +134,7 @@ def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
     return dq, dv, minv(model, q)
 
 
-def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analytic"):
+def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analytic", devices=None):
     """``aba_derivatives`` (fn="aba") or ``rnea_derivatives`` (fn="rnea") of B states at once.
 
     Q (B, nq), QD (B, nv), X (B, nv) (tau, resp. qdd).  Returns the three (B, nv, nv) arrays.
@@ -142,6 +143,11 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analyt
     top-level call on CPU is compiled with ``jaxdyn.CPU_OPTIONS``, inside your own jit pass
     them to it), autodiff as vmapped chunks.  The result equals ``vmap`` of the per-state
     function.
+
+    ``devices``: how many devices of the default backend share the batch (static), as in
+    :func:`jaxdyn.aba_batch`: by default all of them on the CPU backend when B * nb >=
+    :data:`jaxdyn.dynamics.batch.MULTI_DEVICE_MIN_WORK`, else 1 (two cores need two host devices,
+    ``jax.config.update("jax_num_cpu_devices", 2)`` before any JAX work).
     """
     if fn not in ("aba", "rnea"):
         raise ArgumentError(f"fn must be 'aba' or 'rnea', got {fn!r}")
@@ -155,18 +161,16 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analyt
                              f"got {jnp.shape(a)}")
     if B == 0:
         raise ShapeError("derivatives_batch: empty batch (B = 0)")
-    return _batch_compiled(model, Q, QD, X, fn=fn, chunk=chunk, method=method)
+    ndev = device_count(devices, B * model.nb)
+    return _batch_compiled(model, Q, QD, X, fn=fn, chunk=chunk, method=method, devices=ndev)
 
 
-def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method):
+def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method, devices):
     if method == "analytic":
-        xs, B = chunked((Q, QD, X), chunk)
         topo = ds.topology(model)
-        out = lax.map(lambda x: _analytic(fn, model, *x[1:], i=x[0], topo=topo),
-                      (jnp.arange(xs[0].shape[0], dtype=jnp.int32),) + xs)
-        return unchunked(out, B)
-    f = aba_derivatives if fn == "aba" else rnea_derivatives
-    return lax.map(lambda x: f(model, *x, method=method), (Q, QD, X), batch_size=min(chunk, Q.shape[0]))
+        return map_chunks(lambda i, x: _analytic(fn, model, *x, i=i, topo=topo), (Q, QD, X), chunk, devices)
+    f = jax.vmap(partial(aba_derivatives if fn == "aba" else rnea_derivatives, model, method=method))
+    return map_chunks(lambda _, x: f(*x), (Q, QD, X), chunk, devices)
 
 
-_batch_compiled = cpu_jit(_derivatives_batch, ("fn", "chunk", "method"))
+_batch_compiled = cpu_jit(_derivatives_batch, ("fn", "chunk", "method", "devices"))
