@@ -51,15 +51,17 @@ def _add(b, p, v):
 
 
 def varying_like(carry, *others):
-    """``carry`` cast to vary over every manual mesh axis that a leaf of ``carry`` or ``others``
-    varies over.  Under a caller's ``shard_map`` a scan whose initial carry is built from
-    constants (zeros, the model's inertias) would otherwise change its carry's type in the
-    body, which ``lax.scan`` rejects; elsewhere it returns ``carry`` unchanged."""
+    """``carry`` cast to vary over every manual mesh axis that an array leaf of ``carry`` or
+    ``others`` varies over (pass the arrays the scan's body reads).  Under a caller's
+    ``shard_map`` a scan whose initial carry is built from constants (zeros, the model's
+    inertias) would otherwise change its carry's type in the body, which ``lax.scan``
+    rejects; elsewhere it returns ``carry`` unchanged."""
     def vma(a):                             # the aval's varying axes (named differently by jax version)
         t = jax.typeof(a)
         mat = getattr(t, "manual_axis_type", None)
         return frozenset(mat.varying if mat is not None else getattr(t, "vma", ()))
-    axes = frozenset().union(*map(vma, jax.tree_util.tree_leaves((carry, others))))
+    arrays = [a for a in jax.tree_util.tree_leaves((carry, others)) if hasattr(a, "shape") and hasattr(a, "dtype")]
+    axes = frozenset().union(*map(vma, arrays))
     if not axes:
         return carry
     cast = lambda a: lax.pcast(a, tuple(sorted(axes - vma(a))), to="varying") if axes - vma(a) else a

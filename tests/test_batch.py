@@ -118,7 +118,9 @@ def test_aba_batch_bad_input_and_singular():
 def test_aba_batch_two_host_devices():
     """With jax_num_cpu_devices=2 the batch is split over both devices (shard_map); the result
     equals vmap(aba) for a B that needs padding on each device.  derivatives_batch on two
-    devices (analytic and autodiff) equals the per-state aba_derivatives."""
+    devices (analytic and autodiff) equals the per-state aba_derivatives.  Under the caller's
+    own shard_map, vmap(aba) and rollouts run (their scans start from constants) and equal
+    the unsharded results; vmap(aba) under a plain jit stays on one device."""
     code = textwrap.dedent("""
         import jax, numpy as np
         jax.config.update("jax_num_cpu_devices", 2)
@@ -146,6 +148,15 @@ def test_aba_batch_two_host_devices():
         for out in (sm, one):
             e = float(np.max(np.abs(out[:32] - ref[:32])) / np.max(np.abs(ref)))
             assert e < 1e-12, e
+        # rollouts (rk4 stages, the time scan) under the caller's shard_map equal the vmapped
+        # ones: sharded states, or one initial state (a constant carry) and sharded torques
+        roll = jax.vmap(lambda a, b, u: jaxdyn.rollout(m, a, b, u, 0.01, 3, stepper="rk4").q)
+        U = np.broadcast_to(t[:4, None], (4, 3, m.nv))
+        got = jax.jit(jax.shard_map(roll, mesh=mesh, in_specs=(P("b"),) * 3, out_specs=P("b")))(q[:4], v[:4], U)
+        assert float(np.max(np.abs(got - roll(q[:4], v[:4], U)))) < 1e-12
+        one_start = jax.vmap(lambda u: jaxdyn.rollout(m, q[0], v[0], u, 0.01, 3, stepper="rk4").q)
+        got = jax.jit(jax.shard_map(one_start, mesh=mesh, in_specs=P("b"), out_specs=P("b")))(U)
+        assert float(np.max(np.abs(got - one_start(U)))) < 1e-12
         for method in ("analytic", "autodiff"):
             got = jaxdyn.derivatives_batch(m, q[:5], v[:5], t[:5], chunk=2, method=method, devices=2)
             want = jax.vmap(lambda *s: jaxdyn.aba_derivatives(m, *s))(q[:5], v[:5], t[:5])

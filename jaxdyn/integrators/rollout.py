@@ -13,6 +13,7 @@ from jax import lax
 
 from ..dynamics.forward import forward_dynamics
 from ..errors import ArgumentError
+from ..tree import varying_like
 from .controllers import controls
 from .steppers import STEPPERS, StepOptions
 
@@ -131,6 +132,7 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     if head:
         q0, qd0 = head[-1]
     ks = jnp.arange(k0, steps, dtype=jnp.int32)
+    q0, qd0, extra = varying_like((q0, qd0, extra), model, t0, controller_or_torques, closed)
     if chunk:
         n = ks.shape[0]
         if n % chunk:
