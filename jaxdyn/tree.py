@@ -56,8 +56,12 @@ def varying_like(carry, *others):
     ``shard_map`` a scan whose initial carry is built from constants (zeros, the model's
     inertias) would otherwise change its carry's type in the body, which ``lax.scan``
     rejects; elsewhere it returns ``carry`` unchanged."""
+    typeof = getattr(jax, "typeof", None)
+    if typeof is None or not hasattr(lax, "pcast"):     # a jax without varying manual axes
+        return carry
+
     def vma(a):                             # the aval's varying axes (named differently by jax version)
-        t = jax.typeof(a)
+        t = typeof(a)
         mat = getattr(t, "manual_axis_type", None)
         return frozenset(mat.varying if mat is not None else getattr(t, "vma", ()))
     arrays = [a for a in jax.tree_util.tree_leaves((carry, others)) if hasattr(a, "shape") and hasattr(a, "dtype")]
