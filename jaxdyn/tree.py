@@ -57,7 +57,7 @@ def varying_like(carry, *others):
     inertias) would otherwise change its carry's type in the body, which ``lax.scan``
     rejects; elsewhere it returns ``carry`` unchanged."""
     typeof = getattr(jax, "typeof", None)
-    if typeof is None or not hasattr(lax, "pcast"):     # a jax without varying manual axes
+    if typeof is None or not (hasattr(lax, "pcast") or hasattr(lax, "pvary")):    # no varying manual axes
         return carry
 
     def vma(a):                             # the aval's varying axes (named differently by jax version)
@@ -68,7 +68,11 @@ def varying_like(carry, *others):
     axes = frozenset().union(*map(vma, arrays))
     if not axes:
         return carry
-    cast = lambda a: lax.pcast(a, tuple(sorted(axes - vma(a))), to="varying") if axes - vma(a) else a
+    def cast(a):
+        missing = tuple(sorted(axes - vma(a)))
+        if not missing:
+            return a
+        return lax.pcast(a, missing, to="varying") if hasattr(lax, "pcast") else lax.pvary(a, missing)
     return tmap(cast, carry)
 
 
