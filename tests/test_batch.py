@@ -119,8 +119,9 @@ def test_aba_batch_two_host_devices():
     """With jax_num_cpu_devices=2 the batch is split over both devices (shard_map); the result
     equals vmap(aba) for a B that needs padding on each device.  derivatives_batch on two
     devices (analytic and autodiff) equals the per-state aba_derivatives.  Under the caller's
-    own shard_map, vmap(aba) and rollouts run (their scans start from constants) and equal
-    the unsharded results; vmap(aba) under a plain jit stays on one device."""
+    own shard_map, vmap(aba), aba_batch (default devices) and rollouts run (their scans start
+    from constants; no nested shard_map) and equal the unsharded results; vmap(aba) under a
+    plain jit stays on one device."""
     code = textwrap.dedent("""
         import jax, numpy as np
         jax.config.update("jax_num_cpu_devices", 2)
@@ -143,9 +144,11 @@ def test_aba_batch_two_host_devices():
         va = jax.vmap(lambda *s: jaxdyn.aba(m, *s))
         Qb, Vb, Tb = (np.tile(a, (160, 1)) for a in (q[:32], v[:32], t[:32]))    # B * nb / 2 above the split
         sm = jax.jit(jax.shard_map(va, mesh=mesh, in_specs=(P("b"),) * 3, out_specs=P("b")))(Qb, Vb, Tb)
+        smb = jax.jit(jax.shard_map(lambda *s: jaxdyn.aba_batch(m, *s), mesh=mesh, in_specs=(P("b"),) * 3,
+                                    out_specs=P("b")))(Qb, Vb, Tb)     # default devices: the caller's share
         one = jax.jit(va)(Qb, Vb, Tb)
         assert len(one.sharding.device_set) == 1, one.sharding
-        for out in (sm, one):
+        for out in (sm, smb, one):
             e = float(np.max(np.abs(out[:32] - ref[:32])) / np.max(np.abs(ref)))
             assert e < 1e-12, e
         # rollouts (rk4 stages, the time scan) under the caller's shard_map equal the vmapped

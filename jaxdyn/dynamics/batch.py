@@ -369,13 +369,21 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
 def device_count(devices, work, caller="derivatives_batch"):
     """How many devices a batch of ``work`` = B * nb runs on: ``devices`` if given (checked
     against the devices there are), else all of them on the CPU backend when
-    ``work`` >= :data:`MULTI_DEVICE_MIN_WORK`, else 1."""
+    ``work`` >= :data:`MULTI_DEVICE_MIN_WORK` and the call is not already inside a caller's
+    ``shard_map`` (which has placed the batch), else 1."""
     if devices is None:
         big = jax.default_backend() == "cpu" and work >= MULTI_DEVICE_MIN_WORK
-        return jax.device_count() if big else 1
+        return jax.device_count() if big and not _inside_shard_map() else 1
     if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or not 1 <= devices <= jax.device_count():
         raise ArgumentError(f"{caller}: devices={devices!r} but {jax.device_count()} device(s) are available")
     return int(devices)
+
+
+def _inside_shard_map():
+    """Whether the current trace is inside a ``shard_map`` (a context mesh with manual axes)."""
+    get = getattr(jax.sharding, "get_abstract_mesh", None)
+    mesh = get() if get is not None else None
+    return mesh is not None and not mesh.empty and "Manual" in str(getattr(mesh, "axis_types", ()))
 
 
 def cpu_jit(fun, static_argnames=()):
