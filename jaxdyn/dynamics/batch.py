@@ -18,9 +18,9 @@ measurements are in ``benchmarks/results/core.json``):
 * :data:`CPU_OPTIONS`: the legacy XLA:CPU loop emitters vectorize these fusions, the newer
   fusion emitters do not.  A top-level ``aba_batch`` call uses them; inside your own jit,
   pass ``compiler_options=jaxdyn.CPU_OPTIONS`` to that jit.
-* Chunking and sharding: the batch runs in chunks of ``chunk`` robots (``lax.map``); the
-  chunks are split over the devices with ``shard_map``.  One XLA:CPU program runs on one
-  core, so two cores need two host devices.
+* Chunking and sharding (:mod:`jaxdyn.dynamics.chunks`): the batch runs in chunks of
+  ``chunk`` robots (``lax.map``); the chunks are split over the devices with ``shard_map``.
+  One XLA:CPU program runs on one core, so two cores need two host devices.
 * A floating base (a FREE joint on body 0, the only root) is handled outside the scan, so the
   scanned bodies carry ``k`` = their own largest dof count (1 for humanoids and quadrupeds)
   instead of the free joint's 6, and their joint transforms are computed for their own joint
@@ -37,8 +37,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
-from jax.sharding import Mesh, PartitionSpec as P
 
 from .._typing import BatchConfiguration, BatchTangent, BatchWrenches, Gravity
 from .. import spatial as sp
@@ -48,6 +46,7 @@ from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from ..spatial.linalg import mv
+from .chunks import cpu_jit, device_count, map_chunks
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
 from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
@@ -220,11 +219,6 @@ def aba_one_state(model: Model, q, qd, tau, fx=None, gravity=None):
     return aba_layout_kernel(model, q, qd, tau, fx, a0, _body_constants(model, dt, ()), *_layout(model))
 
 
-# XLA:CPU options for this program only: the legacy loop emitters vectorize these batch-last
-# fusions, the newer fusion emitters do not (see the module docstring).
-CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
-
-
 def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
     dt = jnp.result_type(q, qd, tau)
     q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
@@ -238,33 +232,6 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
     consts = _body_constants(model, dt)
     return map_chunks(lambda _, x: aba_layout_kernel(model, *x, a0, consts, free, k, types), (q, qd, tau, fx),
                       chunk, ndev)
-
-
-def map_chunks(fn, xs, chunk, devices=1):
-    """``fn`` over a batch in chunks: ``xs`` a pytree whose leaves have a leading axis B (states,
-    or models of a stack), ``fn(i, x)`` maps a chunk's traced index i (int32, for
-    :func:`materialize`) and the chunk x (leaves (C, ...)) to a pytree of (C, ...) arrays.
-    Chunks of C = min(chunk, B / devices) run one after the other (``lax.map``) on each of the
-    first ``devices`` devices (``shard_map``).  The batch is filled up to whole chunks on every
-    device with copies of its first row (a valid state or model), dropped from the result.
-    Returns fn's pytree with leaves (B, ...)."""
-    leaves = jax.tree_util.tree_leaves(xs)
-    B = leaves[0].shape[0]
-    C = min(chunk, -(-B // devices))
-    rows = -(-B // (C * devices)) * C * devices
-    fill = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
-    xs = jax.tree_util.tree_map(fill, xs) if rows > B else xs
-
-    def local(xs):                                  # the rows of one device, chunk by chunk
-        n = jax.tree_util.tree_leaves(xs)[0].shape[0] // C
-        split = jax.tree_util.tree_map(lambda a: a.reshape((n, C) + a.shape[1:]), xs)
-        out = lax.map(lambda x: fn(*x), (jnp.arange(n, dtype=jnp.int32), split))
-        return jax.tree_util.tree_map(lambda a: a.reshape((n * C,) + a.shape[2:]), out)
-
-    if devices > 1:
-        mesh = Mesh(np.array(jax.devices()[:devices]), ("b",))
-        local = jax.shard_map(local, mesh=mesh, in_specs=P("b"), out_specs=P("b"), check_vma=False)
-    return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
 
 
 def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
@@ -317,12 +284,6 @@ def rnea_batch(model: Model, q, qd, qdd, gravity=None, chunk=128):
                       chunk)
 
 
-MULTI_DEVICE_MIN_WORK = 20000
-"""B * nb from which :func:`aba_batch` splits the batch over all CPU devices by default: below it
-the ~1.5 ms fixed cost of a multi-device call outweighs the second core (crossovers measured
-with ``benchmarks/bench_core.py``: panda B ~ 2048-4096, g1 B ~ 512)."""
-
-
 def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchTangent,
               f_ext: BatchWrenches | None = None, gravity: Gravity | None = None, chunk=128,
               devices=None) -> BatchTangent:
@@ -335,9 +296,11 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
       gravity: optional (3,) world gravity.
       chunk: robots per chunk (static): the chunk's arrays should stay in L2 cache.
       devices: how many devices of the default backend share the batch (static).  Default:
-        all of them on the CPU backend when B * nb >= :data:`MULTI_DEVICE_MIN_WORK`, else 1.  XLA:CPU
-        runs one program on one core, so to use both cores of a 2-core machine start JAX with
-        two host devices, ``jax.config.update("jax_num_cpu_devices", 2)``, before any JAX work.
+        all of them on the CPU backend when B * nb >=
+        :data:`jaxdyn.dynamics.chunks.MULTI_DEVICE_MIN_WORK` (and not inside your own
+        ``shard_map``), else 1.  XLA:CPU runs one program on one core, so to use both cores
+        of a 2-core machine start JAX with two host devices,
+        ``jax.config.update("jax_num_cpu_devices", 2)``, before any JAX work.
     Returns:
       qdd (B, nv), equal to ``jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(model, q, qd, tau)`` to
       rounding.  No damping is applied (as :func:`jaxdyn.aba`).  Jit-able and differentiable
@@ -364,39 +327,6 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
     free, k, types = _layout(model)
     ndev = device_count(devices, B * model.nb, "aba_batch")
     return _compiled(model, q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
-
-
-def device_count(devices, work, caller="derivatives_batch"):
-    """How many devices a batch of ``work`` = B * nb runs on: ``devices`` if given (checked
-    against the devices there are), else all of them on the CPU backend when
-    ``work`` >= :data:`MULTI_DEVICE_MIN_WORK` and the call is not already inside a caller's
-    ``shard_map`` (which has placed the batch), else 1."""
-    if devices is None:
-        big = jax.default_backend() == "cpu" and work >= MULTI_DEVICE_MIN_WORK
-        return jax.device_count() if big and not _inside_shard_map() else 1
-    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or not 1 <= devices <= jax.device_count():
-        raise ArgumentError(f"{caller}: devices={devices!r} but {jax.device_count()} device(s) are available")
-    return int(devices)
-
-
-def _inside_shard_map():
-    """Whether the current trace is inside a ``shard_map`` (a context mesh with manual axes)."""
-    get = getattr(jax.sharding, "get_abstract_mesh", None)
-    mesh = get() if get is not None else None
-    return mesh is not None and not mesh.empty and "Manual" in str(getattr(mesh, "axis_types", ()))
-
-
-def cpu_jit(fun, static_argnames=()):
-    """``jax.jit(fun)`` whose top-level calls on the CPU backend are compiled with
-    :data:`CPU_OPTIONS`.  Under an outer trace (jit, grad, vmap) the caller's top-level jit
-    decides the options: pass ``compiler_options=jaxdyn.CPU_OPTIONS`` there for the speed."""
-    default = jax.jit(fun, static_argnames=static_argnames)
-    cpu = jax.jit(fun, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
-
-    def call(*args, **kwargs):
-        traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((args, kwargs)))
-        return (cpu if jax.default_backend() == "cpu" and not traced else default)(*args, **kwargs)
-    return call
 
 
 _compiled = cpu_jit(_aba_batch, ("chunk", "ndev", "free", "k", "types"))

@@ -26,7 +26,7 @@ from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, ro
 from ..model.model import Model, check_state
 from ..tree import backward_sweep
 from . import derivative_sweeps as ds
-from .batch import map_chunks
+from .chunks import map_chunks
 from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, materialize, with_zero_body
 
 

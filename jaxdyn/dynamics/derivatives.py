@@ -59,7 +59,7 @@ from ..model.model import Model, check_state
 from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
-from .batch import cpu_jit, device_count, map_chunks
+from .chunks import cpu_jit, device_count, map_chunks
 from .common import materialize
 from .minv import minv
 from .crba import crba
@@ -146,7 +146,7 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analyt
 
     ``devices``: how many devices of the default backend share the batch (static), as in
     :func:`jaxdyn.aba_batch`: by default all of them on the CPU backend when B * nb >=
-    :data:`jaxdyn.dynamics.batch.MULTI_DEVICE_MIN_WORK`, else 1 (two cores need two host devices,
+    :data:`jaxdyn.dynamics.chunks.MULTI_DEVICE_MIN_WORK`, else 1 (two cores need two host devices,
     ``jax.config.update("jax_num_cpu_devices", 2)`` before any JAX work).
     """
     if fn not in ("aba", "rnea"):
@@ -161,7 +161,7 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analyt
                              f"got {jnp.shape(a)}")
     if B == 0:
         raise ShapeError("derivatives_batch: empty batch (B = 0)")
-    ndev = device_count(devices, B * model.nb)
+    ndev = device_count(devices, B * model.nb, "derivatives_batch")
     return _batch_compiled(model, Q, QD, X, fn=fn, chunk=chunk, method=method, devices=ndev)
 
 

@@ -1,0 +1,84 @@
+"""How a batch runs on XLA:CPU, whatever its kernel: chunks of states (or models) one after
+the other (``lax.map``, memory bounded by a chunk), split over the host devices
+(``shard_map``; one XLA:CPU program runs on one core, so two cores need two host devices),
+and compiled with :data:`CPU_OPTIONS` when called at top level.  Every batch entry point
+(:func:`jaxdyn.aba_batch`, :func:`jaxdyn.derivatives_batch`, the ``vmap`` rules of ``aba``,
+``rnea`` and ``crba``) runs through :func:`map_chunks`."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec as P
+
+from ..errors import ArgumentError
+
+# XLA:CPU options for this program only: the legacy loop emitters vectorize these batch-last
+# fusions, the newer fusion emitters do not (see :mod:`jaxdyn.dynamics.batch`).
+CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
+
+MULTI_DEVICE_MIN_WORK = 20000
+"""B * nb from which :func:`jaxdyn.aba_batch` and :func:`jaxdyn.derivatives_batch` split the batch over all CPU devices by default: below it
+the ~1.5 ms fixed cost of a multi-device call outweighs the second core (crossovers measured
+with ``benchmarks/bench_core.py``: panda B ~ 2048-4096, g1 B ~ 512)."""
+
+
+def map_chunks(fn, xs, chunk, devices=1):
+    """``fn`` over a batch in chunks: ``xs`` a pytree whose leaves have a leading axis B (states,
+    or models of a stack), ``fn(i, x)`` maps a chunk's traced index i (int32, for
+    :func:`jaxdyn.dynamics.common.materialize`) and the chunk x (leaves (C, ...)) to a pytree of (C, ...) arrays.
+    Chunks of C = min(chunk, B / devices) run one after the other (``lax.map``) on each of the
+    first ``devices`` devices (``shard_map``).  The batch is filled up to whole chunks on every
+    device with copies of its first row (a valid state or model), dropped from the result.
+    Returns fn's pytree with leaves (B, ...)."""
+    leaves = jax.tree_util.tree_leaves(xs)
+    B = leaves[0].shape[0]
+    C = min(chunk, -(-B // devices))
+    rows = -(-B // (C * devices)) * C * devices
+    fill = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
+    xs = jax.tree_util.tree_map(fill, xs) if rows > B else xs
+
+    def local(xs):                                  # the rows of one device, chunk by chunk
+        n = jax.tree_util.tree_leaves(xs)[0].shape[0] // C
+        split = jax.tree_util.tree_map(lambda a: a.reshape((n, C) + a.shape[1:]), xs)
+        out = lax.map(lambda x: fn(*x), (jnp.arange(n, dtype=jnp.int32), split))
+        return jax.tree_util.tree_map(lambda a: a.reshape((n * C,) + a.shape[2:]), out)
+
+    if devices > 1:
+        mesh = Mesh(np.array(jax.devices()[:devices]), ("b",))
+        local = jax.shard_map(local, mesh=mesh, in_specs=P("b"), out_specs=P("b"), check_vma=False)
+    return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
+
+
+def device_count(devices, work, caller):
+    """How many devices a batch of ``work`` = B * nb runs on: ``devices`` if given (checked
+    against the devices there are), else all of them on the CPU backend when
+    ``work`` >= :data:`MULTI_DEVICE_MIN_WORK` and the call is not already inside a caller's
+    ``shard_map`` (which has placed the batch), else 1."""
+    if devices is None:
+        big = jax.default_backend() == "cpu" and work >= MULTI_DEVICE_MIN_WORK
+        return jax.device_count() if big and not _inside_shard_map() else 1
+    if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or not 1 <= devices <= jax.device_count():
+        raise ArgumentError(f"{caller}: devices={devices!r} but {jax.device_count()} device(s) are available")
+    return int(devices)
+
+
+def _inside_shard_map():
+    """Whether the current trace is inside a ``shard_map`` (a context mesh with manual axes)."""
+    get = getattr(jax.sharding, "get_abstract_mesh", None)
+    mesh = get() if get is not None else None
+    return mesh is not None and not mesh.empty and "Manual" in str(getattr(mesh, "axis_types", ()))
+
+
+def cpu_jit(fun, static_argnames=()):
+    """``jax.jit(fun)`` whose top-level calls on the CPU backend are compiled with
+    :data:`CPU_OPTIONS`.  Under an outer trace (jit, grad, vmap) the caller's top-level jit
+    decides the options: pass ``compiler_options=jaxdyn.CPU_OPTIONS`` there for the speed."""
+    default = jax.jit(fun, static_argnames=static_argnames)
+    cpu = jax.jit(fun, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
+
+    def call(*args, **kwargs):
+        traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((args, kwargs)))
+        return (cpu if jax.default_backend() == "cpu" and not traced else default)(*args, **kwargs)
+    return call
