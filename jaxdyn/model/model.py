@@ -146,13 +146,20 @@ class Model:
         return f"Model({self.name!r}, nb={self.nb}, nq={self.nq}, nv={self.nv}, joints={{{kinds}}})"
 
 
+def lone_root(parent, nb: int) -> bool:
+    """Whether body 0 is the only root of a concrete parent array (nb,) of nb > 1 bodies: the
+    condition for taking it out of the batch-last kernels' scan."""
+    parent = np.asarray(parent)
+    return bool(nb > 1 and parent[0] == -1 and np.all(parent[1:] >= 0))
+
+
 def floating_root_layout(parent, jtype, nb: int):
     """Static plan of the batch-last kernels (:func:`jaxdyn.aba_batch`) from concrete
     topology: ``(True, k, types)`` when body 0 is the only root and has a FREE joint (it is
     then handled outside the scan, whose bodies need only ``k`` dof slots of joint ``types``),
     else None.  Stored as ``Model.scan_layout`` so traced models (under an outer jit) keep it."""
     parent, jtype = np.asarray(parent), np.asarray(jtype)
-    if not (nb > 1 and jtype[0] == J.FREE and parent[0] == -1 and np.all(parent[1:] >= 0)):
+    if not (lone_root(parent, nb) and jtype[0] == J.FREE):
         return None
     rest = sorted({int(t) for t in jtype[1:]})
     return True, max([J.NV[t] for t in rest] + [1]), tuple(rest)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import joints as J
-from .model import Model
+from .model import Model, lone_root
 
 
 def pad(model: Model, nb: int, nq: int, nv: int, nqj: int, k: int, nf: int, types=None) -> Model:
@@ -104,7 +104,7 @@ def _stacked_layout(models, nb):
     roots, ks, types = set(), [1], {J.FIXED} if any(m.nb < nb for m in models) else set()
     for m in models:
         parent, jtype = np.asarray(m.parent), np.asarray(m.jtype)
-        if not (m.nb > 1 and parent[0] == -1 and np.all(parent[1:] >= 0)):
+        if not lone_root(parent, m.nb):
             return None
         roots.add(int(jtype[0]))
         types |= {int(t) for t in jtype[1:]}
