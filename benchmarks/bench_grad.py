@@ -93,7 +93,7 @@ def main():
             row[key] = timeit(lambda: [call(i) for i in range(n)]) / n * 1e6
 
         for fn in ("aba", "rnea"):
-            single = jax.jit(jaxdyn.aba_derivatives if fn == "aba" else jaxdyn.rnea_derivatives)
+            single = jaxdyn.aba_derivatives if fn == "aba" else jaxdyn.rnea_derivatives   # top level: jaxdyn's jit
             for B in batches:
                 if B == 1:          # the state sliced once: Q[0] in the timed call is a dispatch of its own
                     q0, v0, t0 = Q[0], V[0], T[0]

@@ -7,8 +7,6 @@ accelerations and Jacobians use Pinocchio's convention: rows ``[linear; angular]
 """
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,6 +18,7 @@ from .model.configuration import gather
 from .model.joints import jcalc
 from .model.model import Model, array_module, check_state, tree_arrays
 from .tree import forward_sweep
+from .compiled import cpu_jit
 
 REFERENCES = ("world", "local", "local_world_aligned")
 
@@ -102,7 +101,7 @@ def _by_pointer_jumping(model: Model, Xup):
     return sp.Transform(jnp.moveaxis(E, -1, 0), jnp.moveaxis(r, -1, 0))
 
 
-@jax.jit
+@cpu_jit
 def forward_kinematics(model: Model, q: Configuration):
     """World placements of all bodies: R (nb, 3, 3) body->world rotations, p (nb, 3) origins."""
     check_state(model, q=q)
@@ -123,7 +122,7 @@ def _by_index(fn):
 
     import inspect
     statics = ("reference",) if "reference" in inspect.signature(fn).parameters else ()
-    jitted = jax.jit(fn, static_argnames=statics)
+    jitted = cpu_jit(fn, static_argnames=statics)
 
     pos = list(inspect.signature(fn).parameters).index("name") - 1
 
@@ -155,7 +154,7 @@ def frame_pose(model: Model, q: Configuration, name):
     return Xf.E.T, Xf.r
 
 
-@jax.jit
+@cpu_jit
 def frame_poses(model: Model, q):
     """World poses of all frames: R (nf, 3, 3), p (nf, 3)."""
     check_state(model, q=q)
@@ -302,7 +301,7 @@ def point_acceleration(model: Model, q, qd, qdd, name, point):
     return aw[:3] + jnp.cross(aw[3:], r) + jnp.cross(w, vp)
 
 
-@partial(jax.jit, static_argnames=('name', 'max_iters', 'tol', 'damping', 'max_step', 'position_only'))
+@cpu_jit(static_argnames=('name', 'max_iters', 'tol', 'damping', 'max_step', 'position_only'))
 def inverse_kinematics(model: Model, name, R_target, p_target, q0, *, max_iters=100, tol=1e-10,
                        damping=1e-6, max_step=0.5, position_only=False):
     """Iterative IK (Featherstone 2010 Fig. 6) with a damped pseudo-inverse.

@@ -322,3 +322,19 @@ def test_crba_closed_form_batch_and_sweep_agree():
     out = jax.jit(jax.vmap(jaxdyn.crba))(st, Qs)
     for i, m in enumerate((tree, fixed)):
         close(out[i, :m.nv, :m.nv], jax.jit(crba_sweep)(m, Qs[i, :m.nq]), 1e-12)
+
+
+def test_entry_points_inside_a_callers_jit_over_constants():
+    """Top-level calls compile with jaxdyn.CPU_OPTIONS; inside a caller's jit whose inputs are
+    closed-over concrete arrays (no argument is a tracer) the entry points must fall back to
+    the plain jit (compiler options are refused on a nested jit) and give the same numbers as
+    the per-state aba and rnea_derivatives called at top level."""
+    m = jaxdyn.robots.puma560()
+    q = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (3, m.nq)))
+    v, t = jnp.ones((3, m.nv)) * 0.3, jnp.ones((3, m.nv))
+    ref = np.stack([jaxdyn.aba(m, *s) for s in zip(q, v, t)])
+    close(jax.jit(lambda x: aba_batch(m, q, v, t, chunk=2) + x)(0.0), ref, 1e-12)
+    close(jax.jit(lambda x: jaxdyn.aba(m, q[0], v[0], t[0]) + x)(0.0), ref[0], 1e-12)
+    got = jax.jit(lambda x: jaxdyn.derivatives_batch(m, q, v, t, fn="rnea")[0] + x)(0.0)
+    close(got, np.stack([jaxdyn.rnea_derivatives(m, *s)[0] for s in zip(q, v, t)]), 1e-10)
+    assert jaxdyn.aba.__doc__.startswith("Forward dynamics")                    # wraps the function

@@ -29,6 +29,7 @@ import os
 import sys
 import time
 
+from ..compiled import cpu_jit
 from ..config import check_tables, read_toml
 from ..errors import ConfigError
 from . import common
@@ -166,7 +167,7 @@ def run(args) -> int:
         Qm, QDm, QDDm, TAU = read_data(cfg["data"]["file"], true)
         source = f"data file {cfg['data']['file']} ({Qm.shape[0]} rows)"
     else:
-        tau_clean = np.asarray(jax.jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(true, q, v, a)))(Q, QD, QDD))
+        tau_clean = np.asarray(cpu_jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(true, q, v, a)))(Q, QD, QDD))
         TAU = tau_clean + nz["torque_std"] * rngs.normal(size=tau_clean.shape)
         Qm = np.asarray(Q) + nz["q_std"] * rngs.normal(size=Q.shape)
         QDm = np.asarray(QD) + nz["qd_std"] * rngs.normal(size=Q.shape)

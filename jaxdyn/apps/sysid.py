@@ -25,6 +25,7 @@ from ..dynamics.rnea import rnea_core
 from ..errors import ArgumentError, ShapeError
 from ..model.model import check_state
 from .common import lbfgs_minimize, optax_promotion
+from ..compiled import cpu_jit
 
 
 def inertial_parameters(model):
@@ -42,7 +43,7 @@ def with_inertial_parameters(model, pi):
     return model.replace(mass=m, com=c, inertia=Ic)
 
 
-@jax.jit
+@cpu_jit
 def regressor(model, q, qd, qdd):
     """Y (nv, 10 nb) with rnea(model, q, qd, qdd) = Y @ inertial_parameters(model) + armature * qdd.
 
@@ -193,7 +194,7 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
             val = val + prior_weight ** 2 * jnp.sum((pi - prior) ** 2) / p
         return val
 
-    @jax.jit
+    @cpu_jit
     def run(th):
         th, hist = lbfgs_minimize(loss, th, steps)
         return jnp.where(free[:, None], th, jnp.nan), params(th), hist
@@ -225,7 +226,7 @@ def identify_simulation_error(model, theta0, q0, qd0, U, dt, Q_meas, steps=100, 
     def loss(th):
         return simulation_error(model, jnp.where(fr[:, None], th, theta0), q0, qd0, U, dt, Q_meas, stepper)
 
-    @jax.jit
+    @cpu_jit
     def run(th):
         th, hist = lbfgs_minimize(loss, th, steps)
         th = jnp.where(fr[:, None], th, theta0)
@@ -286,7 +287,7 @@ def sample_fourier(f: Fourier, t):
     return jax.vmap(lambda s: fourier_eval(f, s))(jnp.asarray(t))
 
 
-regressors = jax.jit(jax.vmap(regressor, in_axes=(None, 0, 0, 0)))
+regressors = cpu_jit(jax.vmap(regressor, in_axes=(None, 0, 0, 0)))
 regressors.__doc__ = """Y (N, nv, 10 nb): :func:`regressor` at N samples Q, QD, QDD (N, nv) (one compiled program
 per model structure)."""
 
@@ -326,7 +327,7 @@ def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, le
 
     opt = optax.adam(learning_rate)
 
-    @jax.jit
+    @cpu_jit
     def run(ab):
         def step(carry, _):
             ab, s = carry

@@ -34,6 +34,7 @@ import numpy as np
 import optax
 from jax import lax
 
+from ..compiled import cpu_jit
 from ..errors import ArgumentError, ShapeError
 from .common import optax_promotion
 from ..integrators.controllers import HeldLaw
@@ -377,7 +378,7 @@ def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segme
         dmax = jnp.max(jnp.abs(c)) if nc else jnp.zeros((), Z.dtype)
         return params, tr.tau[:-1], J, hist.reshape(-1), dmax, tr
 
-    return jax.jit(jax.vmap(solve_one) if batched else solve_one)
+    return cpu_jit(jax.vmap(solve_one) if batched else solve_one)
 
 
 def effort(U, dt):

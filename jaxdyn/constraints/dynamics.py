@@ -34,7 +34,6 @@ the condition number of K M^-1 K^T on its range.
 """
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -53,6 +52,7 @@ from .grasp import GraspSystem, lilly_orin, rccfd
 from .legged import LeggedSystem, legged_forward_dynamics
 from .model import ClosedModel
 from .solve import PROX_ITERS, diagnostics, prox_solve
+from ..compiled import cpu_jit
 
 
 
@@ -129,7 +129,7 @@ def constraint_residual(cm: ClosedModel, q):
     return jnp.concatenate(out)
 
 
-@jax.jit
+@cpu_jit
 def constraint_jacobian(cm: ClosedModel, q):
     """K (m, nv): constraint rows (see the module docstring)."""
     check_state(cm.model, q=q)
@@ -174,7 +174,7 @@ def _rows_target(cm, q, qd, K, stabilization):
     return rhs
 
 
-@partial(jax.jit, static_argnames=("method", "stabilization"))
+@cpu_jit(static_argnames=("method", "stabilization"))
 def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q, qd, tau, method="schur",
                                  stabilization=None):
     """Joint accelerations and constraint forces of a closed model.
@@ -243,7 +243,7 @@ def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q
     return ConstrainedResult(qdd, lam, residual, rank, cond)
 
 
-@partial(jax.jit, static_argnames=("iters",))
+@cpu_jit(static_argnames=("iters",))
 def project_constraints(cm: ClosedModel, q, qd, iters=20):
     """Consistent initial conditions: (q, qd) moved onto r(q) = 0 and K qd = 0.
 

@@ -33,8 +33,9 @@ from ..tree import backward_sweep, forward_sweep
 from .batch import aba_batch, aba_lanes, aba_one_state
 from .rnea import rnea_core
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
-from .common import (body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
-                     per_body, pivot_addend, scatter_dofs)
+from .common import (batched_like, body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
+                     per_body, pivot_addend, scatter_dofs, vmap_axes)
+from ..compiled import cpu_jit
 
 
 class ABAFactor(NamedTuple):
@@ -71,7 +72,7 @@ def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0):
     return scatter_dofs(model, qddb * dof_mask(model)) + model.v_pad * tau
 
 
-@partial(jax.jit, static_argnames=('f_ext_frame',))
+@cpu_jit(static_argnames=('f_ext_frame',))
 def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWrenches | None = None,
         gravity: Gravity | None = None, f_ext_frame="local") -> Tangent:
     """Forward dynamics qdd = M^-1 (tau - h + J^T f_ext) by the articulated-body algorithm.
@@ -144,13 +145,9 @@ def _batchable(f_ext_frame):
     def rule(axis_size, in_batched, model, q, qd, tau, f_ext, gravity):
         leaves = jax.tree_util.tree_leaves
         if any(leaves(in_batched[5])) or (f_ext is not None and f_ext_frame != "local"):
-            axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched))
             fn = lambda *a: _aba_passes(*a, f_ext_frame)[0]
-            return jax.vmap(fn, in_axes=axes)(model, q, qd, tau, f_ext, gravity), True
-
-        def full(x, b):
-            return x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-
+            return jax.vmap(fn, in_axes=tuple(vmap_axes(in_batched)))(model, q, qd, tau, f_ext, gravity), True
+        full = lambda x, b: batched_like(x, b, axis_size)
         q, qd, tau = (full(x, b) for x, b in zip((q, qd, tau), in_batched[1:4]))
         if any(leaves(in_batched[0])):      # models too (a stack): one model per lane
             model = jax.tree_util.tree_map(full, model, in_batched[0])

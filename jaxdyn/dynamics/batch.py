@@ -46,7 +46,8 @@ from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from ..spatial.linalg import mv
-from .chunks import cpu_jit, device_count, map_chunks
+from ..compiled import cpu_jit
+from .chunks import device_count, map_chunks
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
 from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
@@ -329,4 +330,4 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
     return _compiled(model, q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
 
 
-_compiled = cpu_jit(_aba_batch, ("chunk", "ndev", "free", "k", "types"))
+_compiled = cpu_jit(_aba_batch, static_argnames=("chunk", "ndev", "free", "k", "types"))

@@ -12,11 +12,8 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
+from ..compiled import CPU_OPTIONS as CPU_OPTIONS, cpu_jit as cpu_jit
 from ..errors import ArgumentError
-
-# XLA:CPU options for this program only: the legacy loop emitters vectorize these batch-last
-# fusions, the newer fusion emitters do not (see :mod:`jaxdyn.dynamics.batch`).
-CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
 
 MULTI_DEVICE_MIN_WORK = 20000
 """B * nb from which :func:`jaxdyn.aba_batch` and :func:`jaxdyn.derivatives_batch` split the batch over all CPU devices by default: below it
@@ -69,16 +66,3 @@ def _inside_shard_map():
     get = getattr(jax.sharding, "get_abstract_mesh", None)
     mesh = get() if get is not None else None
     return mesh is not None and not mesh.empty and "Manual" in str(getattr(mesh, "axis_types", ()))
-
-
-def cpu_jit(fun, static_argnames=()):
-    """``jax.jit(fun)`` whose top-level calls on the CPU backend are compiled with
-    :data:`CPU_OPTIONS`.  Under an outer trace (jit, grad, vmap) the caller's top-level jit
-    decides the options: pass ``compiler_options=jaxdyn.CPU_OPTIONS`` there for the speed."""
-    default = jax.jit(fun, static_argnames=static_argnames)
-    cpu = jax.jit(fun, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
-
-    def call(*args, **kwargs):
-        traced = any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((args, kwargs)))
-        return (cpu if jax.default_backend() == "cpu" and not traced else default)(*args, **kwargs)
-    return call

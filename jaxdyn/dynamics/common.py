@@ -181,3 +181,15 @@ def materialize(x, i):
     if jax.default_backend() != "cpu":
         return x
     return lax.cond(i >= 0, lambda x: x, lambda x: jax.tree_util.tree_map(jnp.zeros_like, x), x)
+
+
+def batched_like(x, batched, axis_size):
+    """A ``custom_vmap`` rule's argument x with a leading batch axis of ``axis_size``: x itself
+    when ``batched``, else x broadcast to (axis_size, ...)."""
+    return x if batched else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
+
+
+def vmap_axes(in_batched):
+    """``jax.vmap`` in_axes from a ``custom_vmap`` rule's ``in_batched`` pytree of flags: 0 where
+    batched, else None (the rule's fallback to a plain vmap)."""
+    return jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched)

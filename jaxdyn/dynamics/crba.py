@@ -27,7 +27,9 @@ from ..model.model import Model, check_state
 from ..tree import backward_sweep
 from . import derivative_sweeps as ds
 from .chunks import map_chunks
-from .common import body_inertias, dof_ancestry, dof_mask, dof_owner, materialize, with_zero_body
+from .common import (batched_like, body_inertias, dof_ancestry, dof_mask, dof_owner, materialize, vmap_axes,
+                     with_zero_body)
+from ..compiled import cpu_jit
 
 
 def _crba_step(IC, x):
@@ -44,7 +46,7 @@ def composite_inertias_world(model: Model, X0):
     return IC0, I0
 
 
-@jax.jit
+@cpu_jit
 def crba(model: Model, q: Configuration) -> JointMatrix:
     """Joint-space inertia matrix M(q) (nv, nv), symmetric, armature on the diagonal.
 
@@ -74,9 +76,8 @@ def _crba_one(model, q):
 @_crba_one.def_vmap
 def _crba_rule(axis_size, in_batched, model, q):
     if any(jax.tree_util.tree_leaves(in_batched[0])):
-        return jax.vmap(crba_sweep, in_axes=(jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched[0]),
-                                             0 if in_batched[1] else None))(model, q), True
-    return crba_batch(model, q if in_batched[1] else jnp.broadcast_to(q, (axis_size,) + q.shape)), True
+        return jax.vmap(crba_sweep, in_axes=tuple(vmap_axes(in_batched)))(model, q), True
+    return crba_batch(model, batched_like(q, in_batched[1], axis_size)), True
 
 
 def crba_batch(model: Model, q, chunk=32):

@@ -59,7 +59,8 @@ from ..model.model import Model, check_state
 from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
-from .chunks import cpu_jit, device_count, map_chunks
+from ..compiled import cpu_jit
+from .chunks import device_count, map_chunks
 from .common import materialize
 from .minv import minv
 from .crba import crba
@@ -99,7 +100,7 @@ def _analytic(fn, model: Model, q, qd, x, i=None, topo=None):
     return out if q.ndim == 1 else tuple(jnp.moveaxis(a, -1, 0) for a in out)
 
 
-@partial(jax.jit, static_argnames=("method",))
+@cpu_jit(static_argnames=("method",))
 def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
                      method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
     """(dtau_dq (nv, nv), dtau_dqd (nv, nv), M (nv, nv)) of tau = RNEA(q, qd, qdd).
@@ -116,7 +117,7 @@ def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
     return dq, dv, crba(model, q)
 
 
-@partial(jax.jit, static_argnames=("method",))
+@cpu_jit(static_argnames=("method",))
 def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
                     method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
     """(dqdd_dq (nv, nv), dqdd_dqd (nv, nv), Minv (nv, nv)) of qdd = ABA(q, qd, tau).
@@ -173,4 +174,4 @@ def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method, devices):
     return map_chunks(lambda _, x: f(*x), (Q, QD, X), chunk, devices)
 
 
-_batch_compiled = cpu_jit(_derivatives_batch, ("fn", "chunk", "method", "devices"))
+_batch_compiled = cpu_jit(_derivatives_batch, static_argnames=("fn", "chunk", "method", "devices"))

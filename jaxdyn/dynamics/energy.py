@@ -10,9 +10,10 @@ from .. import spatial as sp
 from ..kinematics import body_velocities, joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from .common import body_inertias
+from ..compiled import cpu_jit
 
 
-@jax.jit
+@cpu_jit
 def kinetic_energy(model: Model, q: Configuration, qd: Tangent):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 qd . armature qd."""
     check_state(model, q=q, qd=qd)
@@ -30,7 +31,7 @@ def _world_coms(model, q):
     return jnp.einsum("nij,nj->ni", R, model.com) + X0.r[:-1], X0
 
 
-@jax.jit
+@cpu_jit
 def potential_energy(model: Model, q: Configuration):
     """V = -sum_i m_i g . c_i (world COMs), zero at the world origin (Pinocchio's convention)."""
     check_state(model, q=q)
@@ -43,14 +44,14 @@ def total_mass(model: Model):
     return jnp.sum(model.mass)
 
 
-@jax.jit
+@cpu_jit
 def center_of_mass(model: Model, q):
     """World position of the system's center of mass (3,)."""
     c, _ = _world_coms(model, q)
     return jnp.sum(model.mass[:, None] * c, 0) / jnp.sum(model.mass)
 
 
-@jax.jit
+@cpu_jit
 def spatial_momentum(model: Model, q, qd):
     """Total spatial momentum in world coordinates about the world origin, [linear; angular]."""
     check_state(model, q=q, qd=qd)
@@ -63,7 +64,7 @@ def spatial_momentum(model: Model, q, qd):
     return jnp.concatenate([h0[3:], h0[:3]])
 
 
-@jax.jit
+@cpu_jit
 def centroidal_momentum(model: Model, q, qd):
     """Spatial momentum about the center of mass, world axes, [linear; angular] (Pinocchio hg)."""
     h = spatial_momentum(model, q, qd)

@@ -1,7 +1,6 @@
 """The forward-dynamics front door: one name, many methods, identical answers."""
 from __future__ import annotations
 
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +11,7 @@ from .aba import aba
 from .crba import crba
 from .registry import FD_METHODS as _METHODS, methods, register_method
 from .rnea import rnea
+from ..compiled import cpu_jit
 
 @register_method("aba")
 def _fd_aba(model, q, qd, tau, f_ext=None, gravity=None):
@@ -26,7 +26,7 @@ def _fd_crba(model, q, qd, tau, f_ext=None, gravity=None):
     return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
 
 
-@partial(jax.jit, static_argnames=('method',))
+@cpu_jit(static_argnames=('method',))
 def forward_dynamics(model: Model, q: Configuration, qd: Tangent, tau: Tangent, method="aba",
                      f_ext: BodyWrenches | None = None, gravity: Gravity | None = None) -> Tangent:
     """Joint accelerations qdd (nv,) under torques tau, with the model's joint damping.

@@ -3,7 +3,6 @@ tau-linear passes per unit vector, O(n nv)), "cholesky" (CRBA + Cholesky inverse
 "operator" (Rodriguez-Kreutz innovations inverse, registered by the operator module)."""
 from __future__ import annotations
 
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +13,7 @@ from ..model.model import Model, check_state
 from .aba import ABAFactor, aba_factor, aba_solve
 from .crba import crba
 from .registry import MINV_METHODS, minv_methods, register_minv
+from ..compiled import cpu_jit
 
 
 @register_minv("aba")
@@ -39,7 +39,7 @@ def _minv_cholesky(model: Model, q):
     return Li.T @ Li
 
 
-@partial(jax.jit, static_argnames=('method',))
+@cpu_jit(static_argnames=('method',))
 def minv(model: Model, q: Configuration, method="aba") -> JointMatrix:
     """M(q)^-1 (nv, nv), symmetric.  ``method``: see the module docstring."""
     check_state(model, q=q)

@@ -45,6 +45,7 @@ from .common import (body_inertia_matrices, dof_blocks, dof_mask, gravity_accele
                      scatter_dofs)
 from .registry import register_method, register_minv
 from .rnea import rnea
+from ..compiled import cpu_jit
 
 
 class InnovationsFactors(NamedTuple):
@@ -65,7 +66,7 @@ class InnovationsFactors(NamedTuple):
     Xup: object     # Xup as a Transform (for the velocity sweep)
 
 
-@jax.jit
+@cpu_jit
 def innovations_factors(model: Model, q) -> InnovationsFactors:
     """The spatial Kalman filter (4.4)-(4.7) at configuration q: P, D, L and psi per body.
 
@@ -131,7 +132,7 @@ def minv_solve(model: Model, F: InnovationsFactors, T):
     return _out(model, thdd, T)
 
 
-@jax.jit
+@cpu_jit
 def minv_operator(model: Model, q):
     """M(q)^-1 (nv, nv) as (1 - H Psi L)^T D^-1 (1 - H Psi L), one O(n) solve per column."""
     check_state(model, q=q)
@@ -146,7 +147,7 @@ register_minv("operator")(minv_operator)      # minv(model, q, method="operator"
 
 # -- dense operators (for tests and teaching; O(n^2) memory) ----------------------------------
 
-@jax.jit
+@cpu_jit
 def innovations_operators(model: Model, q):
     """Dense (1 + H Phi L), D and (1 - H Psi L), each (nv, nv).
 
@@ -215,7 +216,7 @@ def _zeta(model, F, a):
 
 
 @register_method("operator_fd1")
-@jax.jit
+@cpu_jit
 def operator_fd1(model: Model, q, qd, tau, f_ext=None, gravity=None):
     """FD1 (4.17)-(4.22), a 4-sweep algorithm: bias-free torques T' = T - RNEA(qdd = 0)
     (2 sweeps), then the innovations inverse (4.18) as causal filter + anticausal smoother."""
@@ -225,7 +226,7 @@ def operator_fd1(model: Model, q, qd, tau, f_ext=None, gravity=None):
     return minv_solve(model, F, Tp)
 
 
-@jax.jit
+@cpu_jit
 def operator_fd2(model: Model, q, qd, tau, f_ext=None, gravity=None):
     """FD2 (5.5)-(5.7) with the smoother (4.21b)-(4.23): joint accelerations and the link
     spatial accelerations alpha = lambda + zeta.
@@ -251,7 +252,7 @@ def _fd2(model, q, qd, tau, f_ext=None, gravity=None):
 
 
 @register_method("operator_fd3")
-@jax.jit
+@cpu_jit
 def operator_fd3(model: Model, q, qd, tau, f_ext=None, gravity=None):
     """FD3 (5.8)-(5.10), a 3-sweep algorithm:
     zeta = phi^T a (anticausal); eps = T - H psi [S L T + M zeta + b + B f(0)] (causal);
@@ -283,7 +284,7 @@ def _fd4_anticausal_step(lam_p, x):
 
 
 @register_method("operator_fd4")
-@jax.jit
+@cpu_jit
 def operator_fd4(model: Model, q, qd, tau, f_ext=None, gravity=None):
     """FD4 (5.13)-(5.17), the 3-sweep algorithm without a separate bias-acceleration sweep:
     V (and a, b) anticausally, then the causal filter (5.16) and the anticausal (5.17)."""

@@ -18,7 +18,6 @@ frame, in the chosen ``reference``.  Cost O(n m) for m frames plus O(m^2) 6x6 pr
 """
 from __future__ import annotations
 
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +28,7 @@ from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .common import pd_inverse
 from .operator import factors_unchecked
+from ..compiled import cpu_jit
 
 
 def _lambda_step(Lam_p, x):
@@ -38,7 +38,7 @@ def _lambda_step(Lam_p, x):
     return Lam, None
 
 
-@partial(jax.jit, static_argnames=('reference',))
+@cpu_jit(static_argnames=('reference',))
 def _opspace_inv(model, q, fids, reference):
     F = factors_unchecked(model, q)
     Lam, _ = forward_sweep(_lambda_step, model, jnp.zeros((6, 6), F.P.dtype), (F.psi, F.S, F.Dinv))

@@ -14,7 +14,9 @@ from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from . import derivative_sweeps as ds
 from .batch import rnea_batch
-from .common import body_inertias, external_forces, gravity_acceleration, per_body, scatter_dofs
+from .common import (batched_like, body_inertias, external_forces, gravity_acceleration, per_body,
+                     scatter_dofs, vmap_axes)
+from ..compiled import cpu_jit
 
 
 def _rnea_pass1_step(parent, x):
@@ -34,7 +36,7 @@ def _rnea_pass2_step(f, x):
     return sp.apply_force_T(X, f), S.T @ f
 
 
-@partial(jax.jit, static_argnames=('f_ext_frame',))
+@cpu_jit(static_argnames=('f_ext_frame',))
 def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyWrenches | None = None,
          gravity: Gravity | None = None, f_ext_frame="local") -> Tangent:
     """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q) - J^T f_ext.
@@ -93,12 +95,10 @@ def _one_state(f_ext_frame):
     def rule(axis_size, in_batched, model, q, qd, qdd, f_ext, gravity):
         leaves = jax.tree_util.tree_leaves
         if f_ext is None and not any(leaves(in_batched[0])) and not any(leaves(in_batched[5])):
-            full = lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x))
-            q, qd, qdd = (full(x, b) for x, b in zip((q, qd, qdd), in_batched[1:4]))
+            q, qd, qdd = (batched_like(x, b, axis_size) for x, b in zip((q, qd, qdd), in_batched[1:4]))
             return rnea_batch(model, q, qd, qdd, gravity), True
-        axes = tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched))
         fn = lambda *a: rnea_recursive(*a, f_ext_frame)
-        return jax.vmap(fn, in_axes=axes)(model, q, qd, qdd, f_ext, gravity), True
+        return jax.vmap(fn, in_axes=tuple(vmap_axes(in_batched)))(model, q, qd, qdd, f_ext, gravity), True
 
     return one
 
@@ -144,7 +144,7 @@ def rnea_core(model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local", 
     return tau_b, fj
 
 
-@partial(jax.jit, static_argnames=('f_ext_frame',))
+@cpu_jit(static_argnames=('f_ext_frame',))
 def joint_wrenches(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"):
     """Spatial force that each joint's parent exerts on its child body (RNEA's f_i,
     Pinocchio's ``data.f`` after ``rnea``): (nb, 6) in the child frame, rows [force; moment].
@@ -154,13 +154,13 @@ def joint_wrenches(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_fra
     return jnp.concatenate([fj[:-1, 3:], fj[:-1, :3]], 1)
 
 
-@jax.jit
+@cpu_jit
 def bias_forces(model: Model, q: Configuration, qd: Tangent, gravity: Gravity | None = None) -> Tangent:
     """h(q, qd) = C(q, qd) qd + g(q) (Pinocchio's nonLinearEffects).  (nv,)."""
     return rnea(model, q, qd, jnp.zeros_like(qd), gravity=gravity)
 
 
-@jax.jit
+@cpu_jit
 def gravity_torques(model: Model, q: Configuration, gravity: Gravity | None = None) -> Tangent:
     """g(q), the generalized gravity (Pinocchio's computeGeneralizedGravity).  (nv,)."""
     z = jnp.zeros(model.nv, jnp.result_type(q))

@@ -47,6 +47,7 @@ from .common import dof_blocks, dof_mask, per_body, scatter_dofs
 from .forward import register_method
 from .operator import unit_upper_factor     # Rodriguez and Kreutz's (1988) (1 + H Phi L) is Saha's U
 from .rnea import rnea
+from ..compiled import cpu_jit
 
 
 class SahaFactors(NamedTuple):
@@ -100,7 +101,7 @@ def udut_forward(model: Model, q, phi):
 
 
 @register_method("udut")
-@jax.jit
+@cpu_jit
 def udut_fd(model: Model, q, qd, tau, f_ext=None, gravity=None):
     """``forward_dynamics(method="udut")``: phi from RNEA at thdd = 0, then steps A, B, C."""
     check_state(model, q=q, qd=qd, tau=tau)
@@ -108,7 +109,7 @@ def udut_fd(model: Model, q, qd, tau, f_ext=None, gravity=None):
     return udut_forward(model, q, phi)
 
 
-@jax.jit
+@cpu_jit
 def udut(model: Model, q):
     """Dense factors (U, D), each (nv, nv), with I(q) = U D U^T (armature included in D).
 
@@ -122,7 +123,7 @@ def udut(model: Model, q):
     return U, dof_blocks(model, Fs.m_hat)
 
 
-@jax.jit
+@cpu_jit
 def udut_inverse(model: Model, q):
     """The explicit inverse I^-1 = U^-T D^-1 U^-1 (Saha [21]), (nv, nv).
 
@@ -177,7 +178,7 @@ def _denoc_blocks(model: Model, q):
     return B, P, Mi, c
 
 
-@jax.jit
+@cpu_jit
 def denoc(model: Model, q) -> DeNOC:
     """The DeNOC matrices of Eqs. (2)-(5), generalised to trees (B_ij for j an ancestor of i)."""
     check_state(model, q=q)
@@ -188,7 +189,7 @@ def denoc(model: Model, q) -> DeNOC:
     return DeNOC(N_l, P.reshape(6 * nb, model.nv), M, c)
 
 
-@jax.jit
+@cpu_jit
 def gim_denoc(model: Model, q):
     """The GIM from Eq. (6): i_ij = p_i^T M~_i B_ij p_j (j an ancestor of i, or i), with the
     composite-body inertias M~_i = M_i + sum_children B_ci^T M~_c B_ci accumulated leaves to

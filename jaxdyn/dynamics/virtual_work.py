@@ -51,7 +51,6 @@ child frame, rows [force; moment] -- the same quantity as RNEA's joint forces
 """
 from __future__ import annotations
 
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -64,6 +63,7 @@ from .aba import velocity_terms
 from .common import (body_inertia_matrices, dof_mask, gravity_acceleration, pd_inverse, per_body,
                      scatter_dofs)
 from .forward import register_method
+from ..compiled import cpu_jit
 
 
 def actuation_maps(model: Model, S):
@@ -111,7 +111,7 @@ def _path2_step(parent, sib_p, x):
     return (lam, a1 + S @ qdd), -X6.T @ lam, (lam, qdd)
 
 
-@partial(jax.jit, static_argnames=('f_ext_frame',))
+@cpu_jit(static_argnames=('f_ext_frame',))
 def virtual_work(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """Forward dynamics and joint constraint forces by Yamane-Nakamura's O(N) algorithm.
 

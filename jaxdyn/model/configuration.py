@@ -13,6 +13,7 @@ from .._typing import Configuration, Tangent
 from ..spatial import rotations as Rot
 from . import joints as J
 from .model import Model, check_state
+from ..compiled import cpu_jit
 
 
 def gather(x, idx):
@@ -115,7 +116,7 @@ def _difference_joint(t, q0, q1, k):
     raise ValueError(t)
 
 
-@jax.jit
+@cpu_jit
 def integrate(model: Model, q: Configuration, v: Tangent, dt=1.0) -> Configuration:
     """q (+) v*dt on the configuration manifold.  q (nq,), v (nv,) -> (nq,)."""
     check_state(model, q=q, v=v)
@@ -125,7 +126,7 @@ def integrate(model: Model, q: Configuration, v: Tangent, dt=1.0) -> Configurati
     return _scatter(q, model.qidx, fn(model.jtype, qj, dv))
 
 
-@jax.jit
+@cpu_jit
 def difference(model: Model, q0: Configuration, q1: Configuration) -> Tangent:
     """v such that integrate(q0, v, 1) == q1.  (nq,), (nq,) -> (nv,)."""
     check_state(model, q0=q0, q=q1)
@@ -148,7 +149,7 @@ def _neutral_joint(t, nqj, dtype):
     return z
 
 
-@jax.jit
+@cpu_jit
 def neutral(model: Model) -> Configuration:
     """The neutral configuration (zero angles, identity quaternions), (nq,)."""
     dtype = model.Xtree_r.dtype
@@ -181,7 +182,7 @@ def _random_joint(t, key, lo, hi, nqj, dtype):
     return z
 
 
-@jax.jit
+@cpu_jit
 def random_configuration(model: Model, key):
     """A random valid configuration: uniform within finite limits ([-pi, pi] / [-1, 1] where a
     joint has none), uniformly random unit quaternions.  (nq,)."""
@@ -194,7 +195,7 @@ def random_configuration(model: Model, key):
     return _scatter(jnp.zeros(model.nq, dtype), model.qidx, fn(model.jtype, keys, lo, hi))
 
 
-@jax.jit
+@cpu_jit
 def normalize(model: Model, q):
     """Project q onto the manifold (renormalize quaternions and (cos, sin) pairs)."""
     def one(t, qj):

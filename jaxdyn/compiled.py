@@ -1,0 +1,58 @@
+"""How jaxdyn's entry points are compiled: ``jax.jit`` with :data:`CPU_OPTIONS` on the CPU
+backend when called at top level (not under a caller's ``jit``, ``grad``, ``vmap`` or
+``shard_map``, where the caller's own top-level ``jit`` decides the options).
+
+Why the options (measured on the 2-core CPU, jax 0.10.2, f64, ``benchmarks/results/``):
+
+* batch-last kernels (``aba_batch``, ``derivatives_batch``): the legacy loop emitters
+  vectorize their fusions, the newer fusion emitters do not;
+* one-state calls (``aba``, ``rnea``, ``crba``, ``aba_derivatives``, rollouts, the apps'
+  solvers): the same run time within the machine's noise, and 35-55 % less compile time
+  (panda ``aba`` 1.70 -> 0.79 s, anymal_c ``aba`` 3.13 -> 1.54 s, talos_reduced
+  ``aba_derivatives`` 4.89 -> 3.14 s).
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+
+CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
+"""XLA:CPU compiler options of jaxdyn's top-level calls; pass them to your own top-level
+``jax.jit(..., compiler_options=jaxdyn.CPU_OPTIONS)`` around jaxdyn calls for the same
+compile and run times."""
+
+try:                                    # the cheap test; a caller's jit may close over concrete arrays
+    from jax._src.core import trace_state_clean as _trace_state_clean
+except ImportError:                     # pragma: no cover - other jax versions
+    _trace_state_clean = None
+
+
+def _top_level(args, kwargs):
+    """Whether a call is at top level (no trace of any kind is active).  Without jax's trace
+    state: no argument is a tracer (misses a caller's jit over constants only)."""
+    if _trace_state_clean is not None:
+        return _trace_state_clean()
+    return not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((args, kwargs)))
+
+
+def cpu_jit(fun=None, *, static_argnames=()):
+    """``jax.jit(fun, static_argnames=...)`` whose top-level calls on the CPU backend are
+    compiled with :data:`CPU_OPTIONS`; usable as ``@cpu_jit`` or
+    ``@cpu_jit(static_argnames=(...))``.  Nested in a caller's trace it is the plain jit
+    (``compiler_options`` are only accepted on a top-level jit).  The result is a plain
+    function (no ``.lower``: an attribute would be copied by ``functools.wraps`` onto
+    ``jax.vmap`` of it, whose ``jax.jit(...).lower`` then calls it); to lower, use
+    ``jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS).lower(...)``."""
+    if fun is None:
+        return functools.partial(cpu_jit, static_argnames=static_argnames)
+    default = jax.jit(fun, static_argnames=static_argnames)
+    cpu = jax.jit(fun, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
+
+    def pick(args, kwargs):
+        return cpu if jax.default_backend() == "cpu" and _top_level(args, kwargs) else default
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        return pick(args, kwargs)(*args, **kwargs)
+    return call
