@@ -2,14 +2,17 @@
 backend when called at top level (not under a caller's ``jit``, ``grad``, ``vmap`` or
 ``shard_map``, where the caller's own top-level ``jit`` decides the options).
 
-Why the options (measured on the 2-core CPU, jax 0.10.2, f64, ``benchmarks/results/``):
+Why the options (measured with ``benchmarks/bench_core.py`` and ``bench_grad.py``, figures
+in ``benchmarks/results/``):
 
 * batch-last kernels (``aba_batch``, ``derivatives_batch``): the legacy loop emitters
   vectorize their fusions, the newer fusion emitters do not;
 * one-state calls (``aba``, ``rnea``, ``crba``, ``aba_derivatives``, rollouts, the apps'
-  solvers): the same run time within the machine's noise, and 35-55 % less compile time
-  (panda ``aba`` 1.70 -> 0.79 s, anymal_c ``aba`` 3.13 -> 1.54 s, talos_reduced
-  ``aba_derivatives`` 4.89 -> 3.14 s).
+  solvers): about the same run time, and a third to half less compile time (the B = 1
+  rows' ``compile_s`` in ``core.json``).
+
+The test suite sets the same flag process-wide (``tests/conftest.py``), so this module
+changes nothing there.
 """
 from __future__ import annotations
 
