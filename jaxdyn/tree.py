@@ -61,7 +61,7 @@ def varying_like(carry, *others):
         return carry
 
     def vma(a):                             # the aval's varying axes (named differently by jax version)
-        t = typeof(a)
+        t = a if isinstance(a, jax.ShapeDtypeStruct) else typeof(a)
         mat = getattr(t, "manual_axis_type", None)
         return frozenset(mat.varying if mat is not None else getattr(t, "vma", ()))
     arrays = [a for a in jax.tree_util.tree_leaves((carry, others)) if hasattr(a, "shape") and hasattr(a, "dtype")]
@@ -74,6 +74,26 @@ def varying_like(carry, *others):
             return a
         return lax.pcast(a, missing, to="varying") if hasattr(lax, "pcast") else lax.pvary(a, missing)
     return tmap(cast, carry)
+
+
+def inside_shard_map():
+    """Whether the current trace is inside a ``shard_map`` (a context mesh with manual axes)."""
+    get = getattr(jax.sharding, "get_abstract_mesh", None)
+    mesh = get() if get is not None else None
+    return mesh is not None and not mesh.empty and "Manual" in str(getattr(mesh, "axis_types", ()))
+
+
+def scan_carry(body, carry, xs=None):
+    """``carry`` ready for ``lax.scan(body, carry, xs)`` under a caller's ``shard_map``: cast
+    to the manual mesh axes that the body's output carry varies over, found by tracing one
+    step abstractly (``jax.eval_shape``; it sees what the body closes over, e.g. a sharded
+    torque inside a dynamics function).  Outside ``shard_map`` it returns ``carry`` at no
+    cost."""
+    if not inside_shard_map():
+        return carry
+    x0 = None if xs is None else tmap(lambda a: a[0], xs)
+    out = jax.eval_shape(lambda c, x: body(c, x)[0], carry, x0)
+    return varying_like(carry, out)
 
 
 def forward_sweep(step, model, init, xs):

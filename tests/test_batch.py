@@ -119,9 +119,9 @@ def test_aba_batch_two_host_devices():
     """With jax_num_cpu_devices=2 the batch is split over both devices (shard_map); the result
     equals vmap(aba) for a B that needs padding on each device.  derivatives_batch on two
     devices (analytic and autodiff) equals the per-state aba_derivatives.  Under the caller's
-    own shard_map, vmap(aba), aba_batch (default devices) and rollouts run (their scans start
-    from constants; no nested shard_map) and equal the unsharded results; vmap(aba) under a
-    plain jit stays on one device."""
+    own shard_map, vmap(aba), aba_batch (default devices), rollouts and a direct rk4 step run
+    (their scans start from constants; no nested shard_map) and equal the unsharded results;
+    vmap(aba) under a plain jit stays on one device."""
     code = textwrap.dedent("""
         import jax, numpy as np
         jax.config.update("jax_num_cpu_devices", 2)
@@ -160,6 +160,13 @@ def test_aba_batch_two_host_devices():
         one_start = jax.vmap(lambda u: jaxdyn.rollout(m, q[0], v[0], u, 0.01, 3, stepper="rk4").q)
         got = jax.jit(jax.shard_map(one_start, mesh=mesh, in_specs=P("b"), out_specs=P("b")))(U)
         assert float(np.max(np.abs(got - one_start(U)))) < 1e-12
+        # one rk4 step called directly, sharded q and a shared qd: its stage scan starts from
+        # zeros that do not vary over the mesh axis while the stages do
+        from jaxdyn.integrators.rk4 import rk4
+        dyn = lambda s, a, b: jaxdyn.aba(m, a, b, t[0])
+        step = jax.vmap(lambda a: rk4(m, dyn, 0.0, a, v[0], 0.01)[1])
+        got = jax.jit(jax.shard_map(step, mesh=mesh, in_specs=P("b"), out_specs=P("b")))(q[:4])
+        assert float(np.max(np.abs(got - step(q[:4])))) < 1e-12
         for method in ("analytic", "autodiff"):
             got = jaxdyn.derivatives_batch(m, q[:5], v[:5], t[:5], chunk=2, method=method, devices=2)
             want = jax.vmap(lambda *s: jaxdyn.aba_derivatives(m, *s))(q[:5], v[:5], t[:5])

@@ -14,6 +14,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from ..compiled import CPU_OPTIONS as CPU_OPTIONS, cpu_jit as cpu_jit
 from ..errors import ArgumentError
+from ..tree import inside_shard_map
 
 MULTI_DEVICE_MIN_WORK = 20000
 """B * nb from which :func:`jaxdyn.aba_batch` and :func:`jaxdyn.derivatives_batch` split the batch over all CPU devices by default: below it
@@ -55,14 +56,7 @@ def device_count(devices, work, caller):
     ``shard_map`` (which has placed the batch), else 1."""
     if devices is None:
         big = jax.default_backend() == "cpu" and work >= MULTI_DEVICE_MIN_WORK
-        return jax.device_count() if big and not _inside_shard_map() else 1
+        return jax.device_count() if big and not inside_shard_map() else 1
     if isinstance(devices, bool) or not isinstance(devices, (int, np.integer)) or not 1 <= devices <= jax.device_count():
         raise ArgumentError(f"{caller}: devices={devices!r} but {jax.device_count()} device(s) are available")
     return int(devices)
-
-
-def _inside_shard_map():
-    """Whether the current trace is inside a ``shard_map`` (a context mesh with manual axes)."""
-    get = getattr(jax.sharding, "get_abstract_mesh", None)
-    mesh = get() if get is not None else None
-    return mesh is not None and not mesh.empty and "Manual" in str(getattr(mesh, "axis_types", ()))
