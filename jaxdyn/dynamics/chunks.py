@@ -1,7 +1,8 @@
 """How a batch runs on XLA:CPU, whatever its kernel: chunks of states (or models) one after
 the other (``lax.map``, memory bounded by a chunk), split over the host devices
 (``shard_map``; one XLA:CPU program runs on one core, so two cores need two host devices),
-and compiled with :data:`CPU_OPTIONS` when called at top level.  Every batch entry point
+and compiled with :data:`jaxdyn.compiled.CPU_OPTIONS` when called at top level
+(:func:`jaxdyn.compiled.cpu_jit`).  Every batch entry point
 (:func:`jaxdyn.aba_batch`, :func:`jaxdyn.derivatives_batch`, the ``vmap`` rules of ``aba``,
 ``rnea`` and ``crba``) runs through :func:`map_chunks`."""
 from __future__ import annotations
@@ -12,7 +13,6 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec as P
 
-from ..compiled import CPU_OPTIONS as CPU_OPTIONS, cpu_jit as cpu_jit
 from ..errors import ArgumentError
 from ..tree import inside_shard_map
 
