@@ -95,6 +95,21 @@ def test_state_shapes_checked_at_call_entry():
         jaxdyn.frame_pose(m, np.zeros(6), "hand")
 
 
+@pytest.mark.named_errors
+def test_pad_state_pads_the_last_axis_and_names_a_too_long_state():
+    """pad_state zero-pads one state or a batch (host path), equally under jit (traced path),
+    and names the model when the state is longer than the padded length."""
+    import jax
+    m = jaxdyn.robots.puma560()
+    x = np.arange(12.0).reshape(2, 6)
+    want = np.concatenate([x, np.zeros((2, 3))], 1)
+    np.testing.assert_array_equal(jaxdyn.pad_state(m, x, 9), want)
+    np.testing.assert_array_equal(jaxdyn.pad_state(m, list(x[1]), 9), want[1])
+    np.testing.assert_array_equal(jax.jit(lambda a: jaxdyn.pad_state(m, a, 9))(x), want)
+    with pytest.raises(ShapeError, match="puma560"):
+        jaxdyn.pad_state(m, np.ones(10), 9)
+
+
 def test_urdf_triangle_violation_warns_not_raises(tmp_path):
     """Real URDFs (ANYmal C camera links) violate I1 + I2 >= I3 slightly: warn, keep loading."""
     bad = GOOD.replace('ixx="0.1"', 'ixx="0.001"').replace('iyy="0.1"', 'iyy="0.001"')

@@ -190,14 +190,14 @@ def test_vmap_of_aba_runs_the_batch_kernels(robot_pair):
     q, v, _, tau = (jnp.asarray(a) for a in _batch(rng_states(m, pm, 5, seed=3)))
     fx = jnp.asarray(np.random.default_rng(2).normal(size=(5, m.nb, 6)))
     g = jnp.array([0.3, 0.0, -9.0])
-    ref = jax.vmap(lambda *a, **k: aba_unwrapped(m, *a, **k))
+    ref = jax.jit(jax.vmap(lambda *a: aba_unwrapped(m, *a)))     # references jitted: one program
     close(jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(m, q, v, tau), ref(q, v, tau), 1e-10)
     close(jax.vmap(jaxdyn.aba, (None, 0, None, 0))(m, q, v[0], tau),
-          jax.vmap(lambda a, b: aba_unwrapped(m, a, v[0], b))(q, tau), 1e-10)
+          jax.jit(jax.vmap(lambda a, b: aba_unwrapped(m, a, v[0], b)))(q, tau), 1e-10)
     close(jax.vmap(lambda a, b, c, f: jaxdyn.aba(m, a, b, c, f, g))(q, v, tau, fx),
-          jax.vmap(lambda a, b, c, f: aba_unwrapped(m, a, b, c, f, g))(q, v, tau, fx), 1e-10)
+          jax.jit(jax.vmap(lambda a, b, c, f: aba_unwrapped(m, a, b, c, f, g)))(q, v, tau, fx), 1e-10)
     close(jax.vmap(lambda a, b, c: jaxdyn.aba(m, a, b, c, fx[0], f_ext_frame="world"))(q, v, tau),
-          jax.vmap(lambda a, b, c: aba_unwrapped(m, a, b, c, fx[0], f_ext_frame="world"))(q, v, tau), 1e-10)
+          jax.jit(jax.vmap(lambda a, b, c: aba_unwrapped(m, a, b, c, fx[0], f_ext_frame="world")))(q, v, tau), 1e-10)
     text = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0))).lower(m, q, v, tau).as_text()
     plain = jax.jit(jax.vmap(aba_unwrapped, (None, 0, 0, 0))).lower(m, q, v, tau).as_text()
     assert "stablehlo.case" in text and "stablehlo.case" not in plain      # aba_batch's _materialize
@@ -207,7 +207,7 @@ def test_vmap_of_aba_runs_the_batch_kernels(robot_pair):
     V = jnp.ones((2, st.nv)) * 0.2
     out = jax.vmap(jaxdyn.aba)(st, Q, V, V)
     for i, mm in enumerate(ms):
-        close(out[i, :mm.nv], aba_unwrapped(mm, Q[i, :mm.nq], V[i, :mm.nv], V[i, :mm.nv]), 1e-10)
+        close(out[i, :mm.nv], jax.jit(aba_unwrapped)(mm, Q[i, :mm.nq], V[i, :mm.nv], V[i, :mm.nv]), 1e-10)
 
 
 def test_scan_layout_is_static_and_dropped_with_the_topology(robot_pair):
@@ -277,6 +277,7 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
         text = f.lower(st, Q, V, T, F).as_text()
         assert "stablehlo.case" in text                                  # the batch-last kernel's barriers
         out, shared = f(st, Q, V, T, F), jax.jit(jax.vmap(jaxdyn.aba, (0, 0, 0, 0, None)))(st, Q, V, T, F[0])
+        Q, V, T, F, out, shared = (np.asarray(x) for x in (Q, V, T, F, out, shared))    # slice on the host
         for i, m in enumerate(ms):
             ref = jax.jit(aba_unwrapped)
             args = (Q[i, :m.nq], V[i, :m.nv], T[i, :m.nv])
@@ -297,11 +298,11 @@ def test_vmap_of_rnea_runs_the_batch_kernel(robot_pair):
     fx = jnp.asarray(np.random.default_rng(3).normal(size=(m.nb, 6)))
     f = jax.jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(m, q, v, a, gravity=g), (0, None, 0)))
     assert "stablehlo.case" in f.lower(q, v[0], a).as_text()            # the batch-last kernel's barriers
-    close(f(q, v[0], a), jax.vmap(lambda qq, aa: rnea_recursive(m, qq, v[0], aa, None, g, "local"))(q, a), 1e-10)
+    close(f(q, v[0], a), jax.jit(jax.vmap(lambda qq, aa: rnea_recursive(m, qq, v[0], aa, None, g, "local")))(q, a), 1e-10)
     from jaxdyn.dynamics.batch import rnea_batch
-    close(rnea_batch(m, q, v, a, chunk=2), jax.vmap(lambda *x: rnea_recursive(m, *x, None, None, "local"))(q, v, a), 1e-10)
+    close(rnea_batch(m, q, v, a, chunk=2), jax.jit(jax.vmap(lambda *x: rnea_recursive(m, *x, None, None, "local")))(q, v, a), 1e-10)
     close(jax.vmap(lambda *x: jaxdyn.rnea(m, *x, fx))(q, v, a),
-          jax.vmap(lambda *x: rnea_recursive(m, *x, fx, None, "local"))(q, v, a), 1e-10)
+          jax.jit(jax.vmap(lambda *x: rnea_recursive(m, *x, fx, None, "local")))(q, v, a), 1e-10)
 
 
 def test_crba_closed_form_batch_and_sweep_agree():
@@ -322,7 +323,7 @@ def test_crba_closed_form_batch_and_sweep_agree():
     close(jax.jit(jax.vmap(jaxdyn.crba, (None, 0)))(tree, Q), ref, 1e-12)                     # static topology
     close(jax.jit(partial(crba_batch, chunk=2))(tree, Q), ref, 1e-12)
     close(jaxdyn.crba(tree, Q[0]), ref[0], 1e-12)
-    loss = lambda f: jax.grad(lambda q: jnp.sum(f(tree, q) ** 2))(Q[1])
+    loss = lambda f: jax.jit(jax.grad(lambda q: jnp.sum(f(tree, q) ** 2)))(Q[1])
     close(loss(jaxdyn.crba), loss(crba_sweep), 1e-10)
     st = jaxdyn.stack([tree, fixed])
     Qs = jnp.stack([jaxdyn.pad_state(m, jaxdyn.neutral(m) + 0.1, st.nq) for m in (tree, fixed)])

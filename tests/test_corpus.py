@@ -71,7 +71,7 @@ def test_every_file_pinocchio_loads_loads(corpus):
 def test_corpus_matches_pinocchio(corpus):
     models = [m for _, _, m, _ in corpus]
     big = jaxdyn.stack(models)
-    P = lambda m, x, n: np.stack([np.asarray(jaxdyn.pad_state(m, xi, n)) for xi in x])
+    P = lambda m, x, n: np.asarray(jaxdyn.pad_state(m, np.stack(x), n))    # one call pads a model's states
     Q = np.stack([P(m, [r[0] for r in refs], big.nq) for _, _, m, refs in corpus])
     V = np.stack([P(m, [r[1] for r in refs], big.nv) for _, _, m, refs in corpus])
     A = np.stack([P(m, [r[2] for r in refs], big.nv) for _, _, m, refs in corpus])
@@ -82,7 +82,7 @@ def test_corpus_matches_pinocchio(corpus):
                 jax.vmap(lambda q: jaxdyn.crba(model, q))(q),
                 jax.vmap(lambda q, v, t: jaxdyn.aba(model, q, v, t))(q, v, tau))
 
-    tau_j, M_j, qdd_j = jax.jit(jax.vmap(per_robot))(big, Q, V, A, TAU)
+    tau_j, M_j, qdd_j = (np.asarray(x) for x in jax.jit(jax.vmap(per_robot))(big, Q, V, A, TAU))
     bad = []
     for i, (rel, fb, m, refs) in enumerate(corpus):
         nv = m.nv

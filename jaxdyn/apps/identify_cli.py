@@ -113,6 +113,7 @@ def read_data(path, model):
     return A[:, 0], A[:, 1], A[:, 2], A[:, 3]
 
 
+@cpu_jit
 def perturb(model, key, frac):
     """A physically valid model with masses and rotational inertias scaled by factors in
     [1 - frac, 1 + frac] and COMs moved by up to frac of their distance (+ frac * 5 cm)."""

@@ -265,23 +265,31 @@ def fourier_excitation(model, key, harmonics=5, period=10.0, amplitude=1.0, cent
     if model.nq != model.nv:
         raise ArgumentError(f"Fourier excitation needs vector-space joints (nq == nv); {model.name!r} has "
                             f"nq = {model.nq}, nv = {model.nv}")
-    nv = model.nv
-    ka, kb = jax.random.split(key)
-    a = jax.random.normal(ka, (nv, harmonics))
-    b = jax.random.normal(kb, (nv, harmonics))
-    w_f = 2 * jnp.pi / period
+    w_f = 2 * np.pi / float(period)
     lo, hi = np.asarray(model.q_lower, float), np.asarray(model.q_upper, float)
     fin = np.isfinite(lo) & np.isfinite(hi)
     lo_, hi_ = np.where(fin, lo, 0.0), np.where(fin, hi, 0.0)
     mid = np.where(fin, 0.5 * (lo_ + hi_), 0.0) if center is None else np.asarray(center, float)
     half = np.minimum(amplitude, np.where(fin, 0.45 * (hi_ - lo_), np.inf))
-    wl = (w_f * jnp.arange(1, harmonics + 1, dtype=a.dtype))[None, :]
-    bound = jnp.sum((jnp.abs(a) + jnp.abs(b)) / wl, 1)        # max |q - q0 - offset|
-    scale = jnp.asarray(half) / bound
-    a, b = a * scale[:, None], b * scale[:, None]
+    a, b = _fourier_coefficients(key, jnp.asarray(half), harmonics=int(harmonics), w_f=w_f)
     return Fourier(a, b, jnp.asarray(mid, a.dtype), jnp.asarray(w_f, a.dtype))
 
 
+@cpu_jit(static_argnames=("harmonics", "w_f"))
+def _fourier_coefficients(key, half, harmonics, w_f):
+    """Random sine / cosine amplitudes a, b (nv, harmonics) scaled so that the series' range
+    bound sum_l (|a_l| + |b_l|) / (l w_f) equals ``half`` (nv,) per joint (one program, not an
+    XLA compile per array operation)."""
+    ka, kb = jax.random.split(key)
+    a = jax.random.normal(ka, (half.shape[0], harmonics))
+    b = jax.random.normal(kb, (half.shape[0], harmonics))
+    wl = (w_f * jnp.arange(1, harmonics + 1, dtype=a.dtype))[None, :]
+    bound = jnp.sum((jnp.abs(a) + jnp.abs(b)) / wl, 1)        # max |q - q0 - offset|
+    scale = half.astype(a.dtype) / bound
+    return a * scale[:, None], b * scale[:, None]
+
+
+@cpu_jit
 def sample_fourier(f: Fourier, t):
     """(Q, QD, QDD) (N, nv) each at times t (N,)."""
     return jax.vmap(lambda s: fourier_eval(f, s))(jnp.asarray(t))
@@ -301,7 +309,12 @@ def stacked_regressor(model, Q, QD, QDD):
 def condition_number(W, base: BaseParameters):
     """Condition number of the base-parameter columns of a stacked regressor (N nv, p), after
     scaling each column to unit norm (so units do not count)."""
-    Wb = jnp.asarray(W)[:, jnp.asarray(base.independent)]
+    return _condition_number(jnp.asarray(W), jnp.asarray(base.independent))
+
+
+@cpu_jit
+def _condition_number(W, independent):
+    Wb = W[:, independent]
     Wb = Wb / jnp.linalg.norm(Wb, axis=0, keepdims=True)
     s = jnp.linalg.svd(Wb, compute_uv=False)
     return s[0] / s[-1]
