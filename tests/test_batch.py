@@ -117,7 +117,8 @@ def test_aba_batch_bad_input_and_singular():
 
 def test_aba_batch_two_host_devices():
     """With jax_num_cpu_devices=2 the batch is split over both devices (shard_map); the result
-    equals vmap(aba) for a B that needs padding on each device.  derivatives_batch on two
+    equals vmap(aba) for a B that needs padding on each device, also for repeated and changed
+    models (the model's replicated copy is cached per object).  derivatives_batch on two
     devices (analytic and autodiff) equals the per-state aba_derivatives.  Under the caller's
     own shard_map, vmap(aba), aba_batch (default devices), rollouts and a direct rk4 step run
     (their scans start from constants; no nested shard_map) and equal the unsharded results;
@@ -137,6 +138,14 @@ def test_aba_batch_two_host_devices():
         ref = jax.vmap(lambda *s: jaxdyn.aba(m, *s))(q, v, t)
         err = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
         assert err < 1e-12, err
+        # on both devices the model is placed once per model object (chunks.replicated): a
+        # second call, and a changed model (a new object), are not served a stale copy
+        m2 = m.replace(mass=m.mass * 2.0)
+        ref2 = jax.vmap(lambda *s: jaxdyn.aba(m2, *s))(q, v, t)
+        for mm, want in ((m, ref), (m, ref), (m2, ref2), (m, ref)):
+            got = jaxdyn.aba_batch(mm, q, v, t, chunk=8, devices=2)
+            assert float(np.max(np.abs(got - want)) / np.max(np.abs(want))) < 1e-12
+        assert float(np.max(np.abs(ref2 - ref))) > 1e-3
         # vmap(aba) stays on the devices of the caller's program: under the caller's own
         # shard_map (each device a share of the batch) and under a plain jit (one device)
         from jax.sharding import Mesh, PartitionSpec as P

@@ -11,14 +11,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from ..errors import ArgumentError
 from ..tree import inside_shard_map
 
 MULTI_DEVICE_MIN_WORK = 20000
 """B * nb from which :func:`jaxdyn.aba_batch` and :func:`jaxdyn.derivatives_batch` split the batch over all CPU devices by default: below it
-the ~1.5 ms fixed cost of a multi-device call outweighs the second core (crossovers measured
+the fixed cost of a multi-device call (placing the inputs on both devices; ~1.5 ms before the
+model's copy was cached by :func:`replicated`) outweighs the second core (crossovers measured
 with ``benchmarks/bench_core.py``: panda B ~ 2048-4096, g1 B ~ 512)."""
 
 
@@ -47,6 +48,32 @@ def map_chunks(fn, xs, chunk, devices=1):
         mesh = Mesh(np.array(jax.devices()[:devices]), ("b",))
         local = jax.shard_map(local, mesh=mesh, in_specs=P("b"), out_specs=P("b"), check_vma=False)
     return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
+
+
+_REPLICATED = {}
+"""Cache of :func:`replicated`: (id, devices) -> (the object, its replicated copy)."""
+REPLICATED_CACHE_SIZE = 8
+"""How many models :func:`replicated` keeps placed on the devices (strong references)."""
+
+
+def replicated(tree, devices):
+    """``tree`` (a model) replicated on the first ``devices`` devices, as the multi-device batch
+    program reads it, cached per object: a model committed to one device is otherwise copied
+    leaf by leaf on every multi-device call (20 leaves: ~1.3 ms, a sixth of panda's
+    ``aba_batch`` of 4096 states on two devices).  One device, or traced leaves (inside a
+    caller's jit): ``tree`` unchanged.  Keeps the last :data:`REPLICATED_CACHE_SIZE` models."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    if devices == 1 or any(isinstance(a, jax.core.Tracer) for a in leaves):
+        return tree
+    key = (id(tree), devices)
+    hit = _REPLICATED.pop(key, None)
+    if hit is None or hit[0] is not tree:
+        mesh = Mesh(np.array(jax.devices()[:devices]), ("b",))
+        hit = (tree, jax.device_put(tree, NamedSharding(mesh, P())))
+    _REPLICATED[key] = hit                              # most recent last
+    while len(_REPLICATED) > REPLICATED_CACHE_SIZE:
+        _REPLICATED.pop(next(iter(_REPLICATED)))
+    return hit[1]
 
 
 def device_count(devices, work, caller):

@@ -60,7 +60,7 @@ from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
 from ..compiled import cpu_jit
-from .chunks import device_count, map_chunks
+from .chunks import device_count, map_chunks, replicated
 from .common import materialize
 from .minv import minv
 from .crba import crba
@@ -163,7 +163,7 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=32, method="analyt
     if B == 0:
         raise ShapeError("derivatives_batch: empty batch (B = 0)")
     ndev = device_count(devices, B * model.nb, "derivatives_batch")
-    return _batch_compiled(model, Q, QD, X, fn=fn, chunk=chunk, method=method, devices=ndev)
+    return _batch_compiled(replicated(model, ndev), Q, QD, X, fn=fn, chunk=chunk, method=method, devices=ndev)
 
 
 def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method, devices):
