@@ -6,7 +6,7 @@ Usage: python benchmarks/bench_grad.py [--robots panda,talos_reduced] [--batches
 Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on one core):
 
 * ``aba_derivatives`` / ``rnea_derivatives`` (Carpentier-Mansard sweeps; B = 1: one jitted
-  call, B > 1: ``derivatives_batch``, batch-last chunks of 32; at the largest B also
+  call, B > 1: ``derivatives_batch``, batch-last chunks (its default size); at the largest B also
   ``vmap`` of the per-state function, and ``derivatives_batch`` split over all
   ``--host-devices``, default one per core) and the autodiff reference
   (``method="autodiff"``, B = 64 only: it is ~50x slower), with compile times;
