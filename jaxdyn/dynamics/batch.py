@@ -47,7 +47,7 @@ from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from ..spatial.linalg import mv
 from ..compiled import cpu_jit
-from .chunks import device_count, map_chunks, replicated
+from .chunks import ObjectCache, device_count, map_chunks, replicated
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
 from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
@@ -320,14 +320,19 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
     if B == 0:
         raise ShapeError("aba_batch: empty batch (B = 0)")
     for nm, a in (("q", q), ("qd", qd), ("tau", tau)):
-        if not jnp.issubdtype(jnp.result_type(a), jnp.floating):
-            raise ShapeError(f"aba_batch: {nm} must be a floating-point array, got dtype {jnp.result_type(a)}")
+        dt = a.dtype if hasattr(a, "dtype") else jnp.result_type(a)
+        if not jnp.issubdtype(dt, jnp.floating):
+            raise ShapeError(f"aba_batch: {nm} must be a floating-point array, got dtype {dt}")
     check_gravity(model, gravity)
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
-    free, k, types = _layout(model)
+    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(model)):
+        free, k, types = _layout(model)
+    else:                                   # the plan of a concrete model, once per model object
+        free, k, types = _PLANS.get(model, None, lambda: _layout(model))
     ndev = device_count(devices, B * model.nb, "aba_batch")
     return _compiled(replicated(model, ndev), q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
 
 
 _compiled = cpu_jit(_aba_batch, static_argnames=("chunk", "ndev", "free", "k", "types"))
+_PLANS = ObjectCache(8)

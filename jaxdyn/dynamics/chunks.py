@@ -50,30 +50,40 @@ def map_chunks(fn, xs, chunk, devices=1):
     return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
 
 
-_REPLICATED = {}
-"""Cache of :func:`replicated`: (id, devices) -> (the object, its replicated copy)."""
-REPLICATED_CACHE_SIZE = 8
-"""How many models :func:`replicated` keeps placed on the devices (strong references)."""
+class ObjectCache:
+    """Values derived from an object (a model), kept for the last ``size`` objects by identity
+    with strong references (so an id is not reused while it is cached).  For per-call work
+    of the batch entry points that depends only on the model: a user calls them many times
+    with one model."""
+
+    def __init__(self, size=8):
+        self.size, self._items = size, {}
+
+    def get(self, obj, extra, make):
+        """``make()`` for (obj, extra), computed once while obj stays among the last ``size``."""
+        key = (id(obj), extra)
+        hit = self._items.pop(key, None)
+        if hit is None or hit[0] is not obj:
+            hit = (obj, make())
+        self._items[key] = hit                              # most recent last
+        while len(self._items) > self.size:
+            self._items.pop(next(iter(self._items)))
+        return hit[1]
+
+
+_REPLICATED = ObjectCache(8)
 
 
 def replicated(tree, devices):
     """``tree`` (a model) replicated on the first ``devices`` devices, as the multi-device batch
-    program reads it, cached per object: a model committed to one device is otherwise copied
-    leaf by leaf on every multi-device call (20 leaves: ~1.3 ms, a sixth of panda's
-    ``aba_batch`` of 4096 states on two devices).  One device, or traced leaves (inside a
-    caller's jit): ``tree`` unchanged.  Keeps the last :data:`REPLICATED_CACHE_SIZE` models."""
-    leaves = jax.tree_util.tree_leaves(tree)
-    if devices == 1 or any(isinstance(a, jax.core.Tracer) for a in leaves):
+    program reads it, cached per object (:class:`ObjectCache`): a model committed to one
+    device is otherwise copied leaf by leaf on every multi-device call (20 leaves: ~1.3 ms, a
+    sixth of panda's ``aba_batch`` of 4096 states on two devices).  One device, or traced
+    leaves (inside a caller's jit): ``tree`` unchanged."""
+    if devices == 1 or any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree)):
         return tree
-    key = (id(tree), devices)
-    hit = _REPLICATED.pop(key, None)
-    if hit is None or hit[0] is not tree:
-        mesh = Mesh(np.array(jax.devices()[:devices]), ("b",))
-        hit = (tree, jax.device_put(tree, NamedSharding(mesh, P())))
-    _REPLICATED[key] = hit                              # most recent last
-    while len(_REPLICATED) > REPLICATED_CACHE_SIZE:
-        _REPLICATED.pop(next(iter(_REPLICATED)))
-    return hit[1]
+    mesh = lambda: Mesh(np.array(jax.devices()[:devices]), ("b",))       # noqa: E731
+    return _REPLICATED.get(tree, devices, lambda: jax.device_put(tree, NamedSharding(mesh(), P())))
 
 
 def device_count(devices, work, caller):
