@@ -32,10 +32,8 @@ except ImportError:                     # pragma: no cover - other jax versions
 
 
 def _top_level(args, kwargs):
-    """Whether a call is at top level (no trace of any kind is active).  Without jax's trace
-    state: no argument is a tracer (misses a caller's jit over constants only)."""
-    if _trace_state_clean is not None:
-        return _trace_state_clean()
+    """Whether a call is at top level, for jax versions without ``trace_state_clean``: no
+    argument is a tracer (misses only a caller's jit over constants)."""
     return not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((args, kwargs)))
 
 

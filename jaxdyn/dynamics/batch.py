@@ -330,10 +330,7 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
     check_gravity(model, gravity)
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
-    if any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(model)):
-        free, k, types = _layout(model)
-    else:                                   # the plan of a concrete model, once per model object
-        free, k, types = _PLANS.get(model, None, lambda: _layout(model))
+    free, k, types = _PLANS.get(model, None, lambda: _layout(model))     # once per model object
     ndev = device_count(devices, B * model.nb, "aba_batch")
     return _compiled(replicated(model, ndev), q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
 

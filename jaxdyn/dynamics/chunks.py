@@ -50,17 +50,25 @@ def map_chunks(fn, xs, chunk, devices=1):
     return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
 
 
+def traced(tree):
+    """Whether any leaf of ``tree`` is a tracer (it is being traced by a caller's transform)."""
+    return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
+
+
 class ObjectCache:
     """Values derived from an object (a model), kept for the last ``size`` objects by identity
     with strong references (so an id is not reused while it is cached).  For per-call work
     of the batch entry points that depends only on the model: a user calls them many times
-    with one model."""
+    with one model.  A traced object is never cached (no tracer outlives its trace)."""
 
     def __init__(self, size=8):
         self.size, self._items = size, {}
 
     def get(self, obj, extra, make):
-        """``make()`` for (obj, extra), computed once while obj stays among the last ``size``."""
+        """``make()`` for (obj, extra), computed once while obj stays among the last ``size``
+        (every time for a traced obj)."""
+        if traced(obj):
+            return make()
         key = (id(obj), extra)
         hit = self._items.pop(key, None)
         if hit is None or hit[0] is not obj:
@@ -80,7 +88,7 @@ def replicated(tree, devices):
     device is otherwise copied leaf by leaf on every multi-device call (20 leaves: ~1.3 ms, a
     sixth of panda's ``aba_batch`` of 4096 states on two devices).  One device, or traced
     leaves (inside a caller's jit): ``tree`` unchanged."""
-    if devices == 1 or any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree)):
+    if devices == 1 or traced(tree):
         return tree
     mesh = lambda: Mesh(np.array(jax.devices()[:devices]), ("b",))       # noqa: E731
     return _REPLICATED.get(tree, devices, lambda: jax.device_put(tree, NamedSharding(mesh(), P())))

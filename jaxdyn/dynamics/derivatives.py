@@ -147,9 +147,9 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
 
     Q (B, nq), QD (B, nv), X (B, nv) (tau, resp. qdd).  Returns the three (B, nv, nv) arrays.
     Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn``) one after the other,
-    so memory stays bounded: the analytic method on batch-last chunks (:mod:`jaxdyn.dynamics.derivative_sweeps`; a
-    top-level call on CPU is compiled with ``jaxdyn.CPU_OPTIONS``, inside your own jit pass
-    them to it), autodiff as vmapped chunks.  The result equals ``vmap`` of the per-state
+    so memory stays bounded: the analytic method on batch-last chunks
+    (:mod:`jaxdyn.dynamics.derivative_sweeps`; a top-level call on CPU is compiled with
+    ``jaxdyn.CPU_OPTIONS``, inside your own jit pass them to it), autodiff as vmapped chunks.  The result equals ``vmap`` of the per-state
     function.
 
     ``devices``: how many devices of the default backend share the batch (static), as in

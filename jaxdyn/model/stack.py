@@ -117,10 +117,8 @@ def pad_state(model: Model, x, n: int):
     """Zero-pad a state vector x (model.nq or model.nv,), or a batch of them (..., k), to
     length n along its last axis.  Concrete input is padded on the host (no XLA program per
     input length); under a trace, with ``jnp``."""
-    if not isinstance(x, jax.core.Tracer):
-        x = np.asarray(x)
+    xp = jnp if isinstance(x, jax.core.Tracer) else np
+    x = xp.asarray(x)
     if x.ndim == 0 or x.shape[-1] > n:
         raise ShapeError(f"pad_state: x must be (..., k) with k <= n = {n} for model {model.name!r}, got {x.shape}")
-    if isinstance(x, jax.core.Tracer):
-        return jnp.concatenate([x, jnp.zeros(x.shape[:-1] + (n - x.shape[-1],), x.dtype)], -1)
-    return jnp.asarray(np.concatenate([x, np.zeros(x.shape[:-1] + (n - x.shape[-1],), x.dtype)], -1))
+    return jnp.asarray(xp.concatenate([x, xp.zeros(x.shape[:-1] + (n - x.shape[-1],), x.dtype)], -1))
