@@ -149,8 +149,8 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
     Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn``) one after the other,
     so memory stays bounded: the analytic method on batch-last chunks
     (:mod:`jaxdyn.dynamics.derivative_sweeps`; a top-level call on CPU is compiled with
-    ``jaxdyn.CPU_OPTIONS``, inside your own jit pass them to it), autodiff as vmapped chunks.  The result equals ``vmap`` of the per-state
-    function.
+    ``jaxdyn.CPU_OPTIONS``, inside your own jit pass them to it), autodiff as vmapped chunks.
+    The result equals ``vmap`` of the per-state function.
 
     ``devices``: how many devices of the default backend share the batch (static), as in
     :func:`jaxdyn.aba_batch`: by default all of them on the CPU backend when B * nb >=
