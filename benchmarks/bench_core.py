@@ -4,8 +4,9 @@ Usage: python benchmarks/bench_core.py [--robots panda,g1] [--batches 1,64,4096]
          [--dtypes f64,f32] [--algos aba,rnea,crba] [--host-devices 2]
          [--out benchmarks/results/core.json]
 
-For each robot, dtype, algorithm and batch size B it jit-compiles ``vmap(algo)`` (B > 1) or
-calls the public ``jaxdyn.algo`` at top level as a user does (B = 1: jaxdyn's own jit with
+For each robot, dtype, algorithm and batch size B it jit-compiles ``vmap(algo)`` (B > 1, a
+plain ``jax.jit`` as a user writes it; XLA's default options) and calls ``jax.vmap(algo)``
+eagerly (compiled with ``jaxdyn.CPU_OPTIONS``), or calls the public ``jaxdyn.algo`` at top level as a user does (B = 1: jaxdyn's own jit with
 ``jaxdyn.CPU_OPTIONS``; the compile time is the first call's), and reports the median wall
 time of repeated calls divided by B.  For aba and B > 1 it also measures ``jaxdyn.aba_batch`` (the throughput ABA, called
 top-level so that it compiles with ``jaxdyn.CPU_OPTIONS``) on one device and on all
@@ -126,6 +127,16 @@ def main():
                                                 us_per_robot_step=1e6 * t, compile_s=tc))
                     print(f"{rname:14s} jaxdyn    {algo:5s} {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
                           f"(compile {tc:.2f} s)", flush=True)
+                    if B > 1:       # eager vmap (no jit of the caller's): compiles with CPU_OPTIONS
+                        ev = jax.vmap(f, in_axes=(None, 0, 0, 0))
+                        t0 = time.perf_counter()
+                        jax.block_until_ready(ev(model, Q, V, T))
+                        tc = time.perf_counter() - t0
+                        t = timeit(lambda: jax.block_until_ready(ev(model, Q, V, T))) / B
+                        results["rows"].append(dict(robot=rname, lib="jaxdyn-eager-vmap", algo=algo, B=B, dtype=dname,
+                                                    us_per_robot_step=1e6 * t, compile_s=tc))
+                        print(f"{rname:14s} eager vmap {algo:5s} {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
+                              f"(first call {tc:.2f} s)", flush=True)
                     if algo != "aba" or B == 1:
                         continue
                     # the throughput ABA, called top-level (compiled with CPU_OPTIONS), on one
@@ -159,7 +170,7 @@ def plot(results, path):
     algos = sorted({r["algo"] for r in rows})
     colour = {rb: f"C{i}" for i, rb in enumerate(robots)}
     multi = sorted({r["lib"] for r in rows if r["lib"].startswith("jaxdyn-batch-")})
-    libs = [("jaxdyn", "o", "vmap"), ("jaxdyn-batch", "s", "aba_batch 1 dev")]
+    libs = [("jaxdyn", "o", "jit(vmap)"), ("jaxdyn-eager-vmap", "v", "eager vmap"), ("jaxdyn-batch", "s", "aba_batch 1 dev")]
     libs += [(lib, "^", "aba_batch " + lib.split("-")[-1].replace("dev", " dev")) for lib in multi]
     fig, axs = plt.subplots(1, len(algos), figsize=(5.5 * len(algos), 5), squeeze=False)
     for ax, algo in zip(axs[0], algos):

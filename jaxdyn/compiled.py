@@ -1,6 +1,8 @@
 """How jaxdyn's entry points are compiled: ``jax.jit`` with :data:`CPU_OPTIONS` on the CPU
-backend when called at top level (not under a caller's ``jit``, ``grad``, ``vmap`` or
-``shard_map``, where the caller's own top-level ``jit`` decides the options).
+backend when called at top level, or under eager ``jax.vmap`` only (the batched program is
+then compiled at top level too, e.g. ``jax.vmap(jaxdyn.aba)(model, Q, QD, TAU)``).  Under a
+caller's ``jit``, ``grad`` or ``shard_map`` the caller's own top-level ``jit`` decides the
+options (JAX accepts ``compiler_options`` only there).
 
 Why the options (measured with ``benchmarks/bench_core.py`` and ``bench_grad.py``, figures
 in ``benchmarks/results/``):
@@ -31,6 +33,24 @@ except ImportError:                     # pragma: no cover - other jax versions
     _trace_state_clean = None
 
 
+def _vmap_only():
+    """Whether the current trace is one or more eager ``jax.vmap`` directly over the top level
+    (no jit, grad, jvp or shard_map in between): a jit with ``compiler_options`` may run
+    there, JAX compiles its batched program as a top-level call.  False where the jax
+    version's trace internals differ."""
+    try:
+        from jax._src.core import EvalTrace, trace_ctx
+        from jax._src.interpreters.batching import BatchTrace
+        t = trace_ctx.trace
+        if not isinstance(t, BatchTrace):
+            return False
+        while isinstance(t, BatchTrace):
+            t = t.parent_trace
+        return isinstance(t, EvalTrace)
+    except (ImportError, AttributeError):   # pragma: no cover - other jax versions
+        return False
+
+
 def _top_level(args, kwargs):
     """Whether a call is at top level, for jax versions without ``trace_state_clean``: no
     argument is a tracer (misses only a caller's jit over constants)."""
@@ -38,10 +58,11 @@ def _top_level(args, kwargs):
 
 
 def cpu_jit(fun=None, *, static_argnames=()):
-    """``jax.jit(fun, static_argnames=...)`` whose top-level calls on the CPU backend are
-    compiled with :data:`CPU_OPTIONS`; usable as ``@cpu_jit`` or
-    ``@cpu_jit(static_argnames=(...))``.  Nested in a caller's trace it is the plain jit
-    (``compiler_options`` are only accepted on a top-level jit).  The result is a plain
+    """``jax.jit(fun, static_argnames=...)`` whose top-level calls on the CPU backend, and
+    calls under eager ``jax.vmap`` only (:func:`_vmap_only`), are compiled with
+    :data:`CPU_OPTIONS`; usable as ``@cpu_jit`` or ``@cpu_jit(static_argnames=(...))``.
+    Nested in a caller's jit, grad or shard_map it is the plain jit (``compiler_options``
+    are only accepted on a top-level jit).  The result is a plain
     function (no ``.lower``: an attribute would be copied by ``functools.wraps`` onto
     ``jax.vmap`` of it, whose ``jax.jit(...).lower`` then calls it); to lower, use
     ``jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS).lower(...)``."""
@@ -53,7 +74,7 @@ def cpu_jit(fun=None, *, static_argnames=()):
     if _trace_state_clean is not None:
         @functools.wraps(fun)
         def call(*args, **kwargs):          # ~1 us of Python per call (one state costs 25-50 us)
-            return (cpu if _trace_state_clean() and _on_cpu() else default)(*args, **kwargs)
+            return (cpu if (_trace_state_clean() or _vmap_only()) and _on_cpu() else default)(*args, **kwargs)
     else:                                   # pragma: no cover - other jax versions
         @functools.wraps(fun)
         def call(*args, **kwargs):

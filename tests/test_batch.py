@@ -355,3 +355,34 @@ def test_entry_points_inside_a_callers_jit_over_constants():
     got = jax.jit(lambda x: jaxdyn.derivatives_batch(m, q, v, t, fn="rnea")[0] + x)(0.0)
     close(got, np.stack([jaxdyn.rnea_derivatives(m, *s)[0] for s in zip(q, v, t)]), 1e-10)
     assert jaxdyn.aba.__doc__.startswith("Forward dynamics")                    # wraps the function
+
+
+def test_cpu_options_reach_eager_vmap_only():
+    """jaxdyn's entry points compile with CPU_OPTIONS at top level and under eager vmap only
+    (the README's ``jax.vmap(jaxdyn.aba)(...)``); under a caller's jit, grad or jvp, also
+    around or inside that vmap, they are the plain jit (JAX refuses compiler options on a
+    nested jit).  Each combination runs and equals the per-state aba."""
+    from jaxdyn.compiled import _vmap_only
+    seen = []
+
+    def probe(x):
+        seen.append(_vmap_only())
+        return x
+    x = jnp.ones((2, 3))
+    probe(x)
+    jax.vmap(probe)(x)
+    jax.vmap(jax.vmap(probe))(x)
+    jax.jit(jax.vmap(probe))(x)
+    jax.grad(lambda x: jnp.sum(jax.vmap(probe)(x)))(x)
+    jax.vmap(jax.grad(lambda x: jnp.sum(probe(x))))(x)
+    jax.jvp(jax.vmap(probe), (x,), (x,))
+    assert seen == [False, True, True, False, False, False, False], seen
+    m = jaxdyn.robots.puma560()
+    q = jnp.asarray(np.random.default_rng(1).uniform(-1, 1, (3, m.nq)))
+    v, t = jnp.ones((3, m.nv)) * 0.3, jnp.ones((3, m.nv))
+    ref = np.stack([jaxdyn.aba(m, *s) for s in zip(q, v, t)])
+    va = jax.vmap(jaxdyn.aba, in_axes=(None, 0, 0, 0))
+    close(va(m, q, v, t), ref, 1e-12)
+    close(jax.jit(va)(m, q, v, t), ref, 1e-12)
+    g = jax.grad(lambda t: jnp.sum(va(m, q, v, t) ** 2))(t)
+    close(g, jax.jit(jax.grad(lambda t: jnp.sum(va(m, q, v, t) ** 2)))(t), 1e-10)

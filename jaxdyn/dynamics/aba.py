@@ -96,8 +96,8 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
     one sweep; fewer dependent steps than the four passes of :func:`aba_unwrapped`).
     ``jax.vmap(aba)`` over states of one model runs :func:`jaxdyn.aba_batch`'s batch-last
     kernels on one device (a ``custom_vmap`` rule: your program decides the devices, e.g. by
-    ``shard_map``); inside your own ``jit`` pass ``compiler_options=jaxdyn.CPU_OPTIONS`` for
-    its full speed on CPU.
+    ``shard_map``).  An eager ``jax.vmap(aba)`` compiles with ``jaxdyn.CPU_OPTIONS``; inside
+    your own ``jit`` pass ``compiler_options=jaxdyn.CPU_OPTIONS`` for its full speed on CPU.
     """
     check_state(model, q=q, qd=qd, tau=tau)
     return _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame)
