@@ -82,6 +82,38 @@ def test_analytic_equals_autodiff_on_random_trees(floating):
             close(g, r, 1e-10, f"{f.__name__} {what}")
 
 
+def test_vmap_of_derivatives_runs_the_batch_chunks():
+    """jax.vmap of aba_derivatives / rnea_derivatives over states of one model runs the
+    batch-last chunks of derivatives_batch (a custom_vmap rule: its program has the chunks'
+    fusion barriers, conds, and vmap of the one-state terms has none), with an unbatched
+    argument broadcast; it equals the per-state calls.  Forward mode through that vmap (reverse
+    mode: test_derivatives_are_differentiable) differentiates the one-state terms, and
+    outputs that do not depend on a batched input keep the batch axis."""
+    from jaxdyn.dynamics.derivatives import _analytic
+    m = jaxdyn.robots.random_tree(5, 0.5, 4, floating_base=True, joint_types=("revolute", "spherical", "prismatic"))
+    Q, V, X = _states(m, 3, 7)
+    for fn, f in (("aba", jaxdyn.aba_derivatives), ("rnea", jaxdyn.rnea_derivatives)):
+        vf = jax.vmap(f, (None, 0, None, 0))
+        got = vf(m, Q, V[0], X)
+        for i in range(3):
+            for g, r in zip(got, f(m, Q[i], V[0], X[i])):
+                close(g[i], r, 1e-11, fn)
+        text = jax.jit(vf).lower(m, Q, V[0], X).as_text()
+        plain = jax.jit(jax.vmap(lambda q, x: _analytic(fn, m, q, V[0], x))).lower(Q, X).as_text()
+        assert "stablehlo.case" in text and "stablehlo.case" not in plain
+        if fn == "aba":     # (reverse mode under vmap: test_derivatives_are_differentiable)
+            continue
+        # forward mode through the vmap with q shared: outputs that do not depend on the
+        # batched qdd (M, d/dqd) keep their batch axis, values per state
+        g = lambda X: jax.vmap(lambda x: f(m, Q[0], V[0] + 0.1 * x, x))(X)
+        tan = jax.jit(lambda X, dX: jax.jvp(g, (X,), (dX,))[1])(X, V)
+        one = jax.jit(lambda x, dx: jax.jvp(lambda y: f(m, Q[0], V[0] + 0.1 * y, y), (x,), (dx,))[1])
+        for i in range(3):
+            for t, r in zip(tan, one(X[i], V[i])):
+                assert t.shape == (3,) + r.shape
+                close(t[i], r, 1e-10, fn)
+
+
 def test_analytic_derivatives_of_stacked_models():
     """vmap over a jaxdyn.stack of different structures (padded bodies and dofs): every member's
     derivatives equal its own, zero-padded; padded dofs have zero rows and columns in d/dq."""
