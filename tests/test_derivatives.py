@@ -103,8 +103,8 @@ def test_vmap_of_derivatives_runs_the_batch_chunks():
         assert "stablehlo.case" in text and "stablehlo.case" not in plain
         if fn == "aba":     # (reverse mode under vmap: test_derivatives_are_differentiable)
             continue
-        # forward mode through the vmap with q shared: outputs that do not depend on the
-        # batched qdd (M, d/dqd) keep their batch axis, values per state
+        # forward mode through the vmap with q shared: M, which does not depend on the
+        # batched qd and qdd, keeps its batch axis; values per state
         g = lambda X: jax.vmap(lambda x: f(m, Q[0], V[0] + 0.1 * x, x))(X)
         tan = jax.jit(lambda X, dX: jax.jvp(g, (X,), (dX,))[1])(X, V)
         one = jax.jit(lambda x, dx: jax.jvp(lambda y: f(m, Q[0], V[0] + 0.1 * y, y), (x,), (dx,))[1])
