@@ -33,28 +33,29 @@ except ImportError:                     # pragma: no cover - other jax versions
     _trace_state_clean = None
 
 
+try:                                    # the trace stack, to recognize an eager vmap
+    from jax._src.core import EvalTrace as _EvalTrace, trace_ctx as _trace_ctx
+    from jax._src.interpreters.batching import BatchTrace as _BatchTrace
+except ImportError:                     # pragma: no cover - other jax versions
+    _trace_ctx, _BatchTrace, _EvalTrace = None, (), ()
+
+
 def _vmap_only():
     """Whether the current trace is one or more eager ``jax.vmap`` directly over the top level
     (no jit, grad, jvp or shard_map in between): a jit with ``compiler_options`` may run
     there, JAX compiles its batched program as a top-level call.  False where the jax
     version's trace internals differ."""
-    try:
-        from jax._src.core import EvalTrace, trace_ctx
-        from jax._src.interpreters.batching import BatchTrace
-        t = trace_ctx.trace
-        if not isinstance(t, BatchTrace):
-            return False
-        while isinstance(t, BatchTrace):
-            t = t.parent_trace
-        return isinstance(t, EvalTrace)
-    except (ImportError, AttributeError):   # pragma: no cover - other jax versions
+    t = getattr(_trace_ctx, "trace", None)
+    if not isinstance(t, _BatchTrace):
         return False
+    while isinstance(t, _BatchTrace):
+        t = getattr(t, "parent_trace", None)
+    return isinstance(t, _EvalTrace)
 
 
-def _top_level(args, kwargs):
-    """Whether a call is at top level, for jax versions without ``trace_state_clean``: no
-    argument is a tracer (misses only a caller's jit over constants)."""
-    return not any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves((args, kwargs)))
+def traced(tree):
+    """Whether any leaf of ``tree`` is a tracer (it is being traced by a caller's transform)."""
+    return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
 
 
 def cpu_jit(fun=None, *, static_argnames=()):
@@ -75,10 +76,10 @@ def cpu_jit(fun=None, *, static_argnames=()):
         @functools.wraps(fun)
         def call(*args, **kwargs):          # ~1 us of Python per call (one state costs 25-50 us)
             return (cpu if (_trace_state_clean() or _vmap_only()) and _on_cpu() else default)(*args, **kwargs)
-    else:                                   # pragma: no cover - other jax versions
-        @functools.wraps(fun)
+    else:                                   # pragma: no cover - other jax versions: no argument is
+        @functools.wraps(fun)               # a tracer (misses only a caller's jit over constants)
         def call(*args, **kwargs):
-            return (cpu if _top_level(args, kwargs) and _on_cpu() else default)(*args, **kwargs)
+            return (default if traced((args, kwargs)) or not _on_cpu() else cpu)(*args, **kwargs)
     return call
 
 

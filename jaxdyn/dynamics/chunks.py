@@ -13,6 +13,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from ..compiled import traced
 from ..errors import ArgumentError
 from ..tree import inside_shard_map
 
@@ -48,11 +49,6 @@ def map_chunks(fn, xs, chunk, devices=1):
         mesh = Mesh(np.array(jax.devices()[:devices]), ("b",))
         local = jax.shard_map(local, mesh=mesh, in_specs=P("b"), out_specs=P("b"), check_vma=False)
     return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
-
-
-def traced(tree):
-    """Whether any leaf of ``tree`` is a tracer (it is being traced by a caller's transform)."""
-    return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
 
 
 class ObjectCache:
