@@ -7,6 +7,8 @@ accelerations and Jacobians use Pinocchio's convention: rows ``[linear; angular]
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -248,14 +250,64 @@ def body_velocities(model: Model, q, qd, qdd=None, a0=None):
 
 
 def _frame_motion(model, q, qd, qdd, name, reference, which):
+    """Frame velocity ("v"), spatial acceleration ("a") or both ("va"), from one sweep."""
     fid = frame_index(model, name)
     v, a, Xup, S = body_velocities(model, q, qd, qdd)
     X0 = world_transforms(model, Xup)
     Xf, b = frame_X0(model, X0, fid)
     Xb = sp.Transform(X0.E[b], X0.r[b])
-    m_body = (v if which == "v" else a)[b]
+    out = tuple(_body_motion_in(Xb, Xf, m[b], reference) for m in {"v": (v,), "a": (a,), "va": (v, a)}[which])
+    return out if which == "va" else out[0]
+
+
+def _body_motion_in(Xb, Xf, m_body, reference):
+    """A body-coordinates motion vector (6,) of the frame's body -> the frame's [linear; angular]
+    in ``reference`` (world -> body Xb, world -> frame Xf)."""
     m0 = sp.apply_motion_inv(Xb, m_body)
     return to_pin_order(change_reference(m0[:, None], Xf, reference)[:, 0])
+
+
+def _classical(v, a):
+    """Classical acceleration [linear; angular] of a frame origin from its spatial velocity v and
+    acceleration a (same reference, rows [linear; angular]): a + [omega x v_linear; 0]."""
+    return a.at[:3].add(jnp.cross(v[3:], v[:3]))
+
+
+class FrameTerms(NamedTuple):
+    """Kinematics of F frames from one pass (:func:`frame_terms`); leading axis F, rows
+    [linear; angular] in the requested reference."""
+    R: jax.Array      # (F, 3, 3) frame -> world rotations
+    p: jax.Array      # (F, 3) world positions of the frame origins
+    J: jax.Array      # (F, 6, nv) frame Jacobians
+    v: jax.Array      # (F, 6) frame velocities (None without qd)
+    a: jax.Array      # (F, 6) classical accelerations at qdd = 0, J-dot qd + omega x v (None without qd)
+
+
+def frame_terms(model: Model, q, qd, fids, reference="local_world_aligned") -> FrameTerms:
+    """Pose, Jacobian, velocity and classical bias acceleration of the frames ``fids`` (F,
+    indices) from one joint-transform, world-transform and velocity pass shared by all of them
+    (each of :func:`frame_pose`, :func:`frame_jacobian`, :func:`frame_velocity` and
+    :func:`frame_classical_acceleration` repeats those passes).  Equals those functions at
+    ``qdd = 0``; ``qd=None`` skips the velocity pass (v, a None)."""
+    if qd is None:
+        Xup, S = joint_transforms(model, q)
+        v = a = None
+    else:
+        v, a, Xup, S = body_velocities(model, q, qd)
+    X0 = world_transforms(model, Xup)
+    S0 = motion_subspaces_world(model, X0, S)
+    anc = jnp.asarray(ancestors(model))
+
+    def one(fid):
+        Xf, b = frame_X0(model, X0, fid)
+        J = to_pin_order(change_reference(_scatter_cols(model, S0 * anc[b][:, None, None]), Xf, reference))
+        if v is None:
+            return Xf.E.T, Xf.r, J, None, None
+        Xb = sp.Transform(X0.E[b], X0.r[b])
+        vf, af = (_body_motion_in(Xb, Xf, m[b], reference) for m in (v, a))
+        return Xf.E.T, Xf.r, J, vf, _classical(vf, af)
+
+    return FrameTerms(*jax.vmap(one)(jnp.asarray(fids, jnp.int32)))
 
 
 def frame_velocity(model: Model, q: Configuration, qd: Tangent, name, reference="local"):
@@ -272,9 +324,8 @@ def frame_acceleration(model: Model, q, qd, qdd, name, reference="local"):
 
 def frame_classical_acceleration(model: Model, q, qd, qdd, name, reference="local"):
     """Classical acceleration of the frame origin [linear; angular]: spatial + omega x v."""
-    a = frame_acceleration(model, q, qd, qdd, name, reference)
-    v = frame_velocity(model, q, qd, name, reference)
-    return a.at[:3].add(jnp.cross(v[3:], v[:3]))
+    check_state(model, q=q, qd=qd, qdd=qdd)
+    return _classical(*_frame_motion(model, q, qd, qdd, name, reference, "va"))
 
 
 def jdot_qdot(model: Model, q, qd, name, reference="local"):

@@ -8,6 +8,7 @@ pin = pytest.importorskip("pinocchio")
 
 import jaxdyn
 from helpers import rng_states
+from jaxdyn.kinematics import frame_terms
 from pinutil import align_rub_axes, to_pinocchio
 
 REFS = {"world": pin.ReferenceFrame.WORLD, "local": pin.ReferenceFrame.LOCAL,
@@ -73,6 +74,7 @@ def test_random_tree_every_joint_type_matches_pinocchio():
     pm = to_pinocchio(m)
     pd = pm.createData()
     assert (pm.nq, pm.nv) == (m.nq, m.nv)
+    terms = jax.jit(frame_terms, static_argnums=(3, 4))
     for s in range(3):
         q = np.asarray(jaxdyn.random_configuration(m, jax.random.PRNGKey(s)))
         v = np.random.default_rng(s).normal(size=m.nv)
@@ -90,6 +92,18 @@ def test_random_tree_every_joint_type_matches_pinocchio():
                                        pd.v[i + 1].vector, atol=1e-10)
             np.testing.assert_allclose(jaxdyn.frame_acceleration(m, q, v, a, m.body_names[i], "local"),
                                        pd.a[i + 1].vector, atol=1e-10)
+        # frame_terms: every body's frame from one pass, at qdd = 0 (Pinocchio's joint frames)
+        pin.forwardKinematics(pm, pd, q, v, np.zeros(m.nv))
+        fids = tuple(m.frame_id(n) for n in m.body_names)
+        for ref, pref in REFS.items():
+            ft = terms(m, q, v, fids, ref)
+            for i in range(m.nb):
+                np.testing.assert_allclose(ft.R[i], pd.oMi[i + 1].rotation, atol=1e-10)
+                np.testing.assert_allclose(ft.p[i], pd.oMi[i + 1].translation, atol=1e-10)
+                np.testing.assert_allclose(ft.J[i], pin.getJointJacobian(pm, pd, i + 1, pref), atol=1e-10)
+                np.testing.assert_allclose(ft.v[i], pin.getVelocity(pm, pd, i + 1, pref).vector, atol=1e-10)
+                np.testing.assert_allclose(ft.a[i], pin.getClassicalAcceleration(pm, pd, i + 1, pref).vector,
+                                           atol=1e-10, err_msg=f"classical bias acceleration {ref}")
 
 
 def test_integrate_difference_match_pinocchio():

@@ -44,7 +44,7 @@ from ..dynamics.crba import crba
 from ..dynamics.forward import forward_dynamics
 from ..dynamics.rnea import rnea
 from ..errors import ArgumentError
-from ..kinematics import frame_classical_acceleration, frame_jacobian, frame_pose, frame_velocity
+from ..kinematics import frame_terms
 from ..model.configuration import integrate
 from ..model.model import check_state
 from ..spatial.rotations import log3
@@ -74,12 +74,8 @@ def _contact_frames(cm, q, qd, want):
     m = cm.model
     frames = sorted({f for f in cm.frames_a + cm.frames_b if f >= 0})
     col = {f: j for j, f in enumerate(frames)}
-    lwa = "local_world_aligned"
-    fn = {"pose": lambda f: frame_pose(m, q, f),
-          "jac": lambda f: frame_jacobian(m, q, f, lwa),
-          "vel": lambda f: frame_velocity(m, q, qd, f, lwa),
-          "acc": lambda f: frame_classical_acceleration(m, q, qd, jnp.zeros_like(qd), f, lwa)}[want]
-    vals = jax.vmap(fn)(jnp.asarray(frames, jnp.int32))
+    ft = frame_terms(m, q, qd if want in ("vel", "acc") else None, frames, "local_world_aligned")
+    vals = {"pose": (ft.R, ft.p), "jac": ft.J, "vel": ft.v, "acc": ft.a}[want]
     dt = jnp.result_type(q)
 
     def side(i, s):

@@ -62,7 +62,7 @@ from ..dynamics.forward import forward_dynamics
 from ..dynamics.minv import minv
 from ..dynamics.opspace import opspace_inverse_inertia
 from ..errors import ModelError
-from ..kinematics import frame_classical_acceleration, frame_jacobian, frame_pose
+from ..kinematics import frame_pose, frame_terms
 from ..model import joints as J
 from ..model.model import build_model
 from ..spatial.rotations import log3
@@ -223,18 +223,15 @@ def _terms(gs, q, qd, tau, stabilization):
 
     def per_arm(arm, q, v, t):
         theta_f = forward_dynamics(arm, q, v, t)                              # (4.9a), (6.11b)
-        Jt = frame_jacobian(arm, q, gs.tip, lwa)
-        jdqd = frame_classical_acceleration(arm, q, v, jnp.zeros_like(v), gs.tip, lwa)
+        tip = frame_terms(arm, q, v, [gs.tip], lwa)                           # J, J-dot qd, J qd
         lam_inv = opspace_inverse_inertia(arm, q, [gs.tip], lwa)              # (6.10), (6.11d)
-        return theta_f, Jt, jdqd, lam_inv, Jt @ v
+        return theta_f, tip.J[0], tip.a[0], lam_inv, tip.v[0]
 
     theta_f, Jt, jdqd, Lam_inv, tip_vel = jax.vmap(per_arm)(gs.arms, qa, va, ta)
     alpha_f = jnp.einsum("lij,lj->li", Jt, theta_f) + jdqd                   # (4.9b), (6.11c)
     obj_f = forward_dynamics(gs.obj, qo, vo, to)
-    frames = jnp.asarray(gs.grasp_frames)
-    G = jax.vmap(lambda f: frame_jacobian(gs.obj, qo, f, lwa))(frames)
-    obj_bias = jax.vmap(lambda f: frame_classical_acceleration(gs.obj, qo, vo, jnp.zeros_like(vo), f, lwa))(frames)
-    Rg = jax.vmap(lambda f: frame_pose(gs.obj, qo, f)[0])(frames)
+    grasp = frame_terms(gs.obj, qo, vo, gs.grasp_frames, lwa)
+    G, obj_bias, Rg = grasp.J, grasp.a, grasp.R
     vel = tip_vel - jnp.einsum("lij,j->li", G, vo)
     target = jnp.zeros((gs.n_arms, 6), q.dtype)
     if stabilization is not None:

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..dynamics.rnea import joint_wrenches
 from ..errors import ModelError
-from ..kinematics import frame_pose, frame_velocity
+from ..kinematics import frame_pose, frame_terms
 from ..model import joints as J
 from ..model.model import build_model, check_state
 from ..spatial.rotations import rot_to_quat
@@ -235,12 +235,11 @@ def legged_system(model, q, feet, contact="point") -> LeggedSystem:
 def _to_chains(ls: LeggedSystem, q, qd, tau):
     """The tree's state in the GraspSystem's layout [body; chain_1; ...] and the hip forces."""
     m, ell = ls.model, len(ls.feet)
-    feet = jnp.asarray(ls.feet)
     lq, lv = jnp.asarray(ls.leg_q, jnp.int32).reshape(ell, -1), jnp.asarray(ls.leg_v, jnp.int32).reshape(ell, -1)
     qc, vc, tc = -q[lq], -qd[lv], -tau[lv]
     if ls.contact == "point":
-        R_C = jax.vmap(lambda f: frame_pose(m, q, f)[0])(feet)
-        w_C = jax.vmap(lambda f: frame_velocity(m, q, qd, f, "local")[3:])(feet)
+        ft = frame_terms(m, q, qd, ls.feet, "local")
+        R_C, w_C = ft.R, ft.v[:, 3:]
         qc = jnp.concatenate([jax.vmap(rot_to_quat)(R_C), qc], 1)
         vc = jnp.concatenate([w_C, vc], 1)
         tc = jnp.concatenate([jnp.zeros_like(w_C), tc], 1)
@@ -271,11 +270,11 @@ def legged_forward_dynamics(ls: LeggedSystem, q, qd, tau, method="lilly_orin", s
     qdd = qdd.at[lv].set(-qdd_c[:, off:]).at[jnp.asarray(ls.hip_v)].set(qdd_hip)
 
     def ground(arm, qc, vc, ac, lam):                                    # Newton-Euler of the chain
-        p_t = frame_pose(arm, qc, gs.tip)[1]
+        poses = frame_terms(arm, qc, None, [gs.tip, 0])                 # the tip, the chain's first frame
+        p_t, R1 = poses.p[0], poses.R[1]
         F, N = lam[:3], lam[3:] + jnp.cross(p_t, lam[:3])
         fx = jnp.zeros((arm.nb, 6), lam.dtype).at[-1].set(jnp.concatenate([F, N]))
         f1 = joint_wrenches(arm, qc, vc, ac, fx, f_ext_frame="world")[0]
-        R1 = frame_pose(arm, qc, 0)[0]
         return jnp.concatenate([R1 @ f1[:3], R1 @ f1[3:]])
 
     qc = qs[gs.obj.nq:].reshape(ell, gs.arms.nq)
