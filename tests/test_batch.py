@@ -146,6 +146,16 @@ def test_aba_batch_two_host_devices():
             got = jaxdyn.aba_batch(mm, q, v, t, chunk=8, devices=2)
             assert float(np.max(np.abs(got - want)) / np.max(np.abs(want))) < 1e-12
         assert float(np.max(np.abs(ref2 - ref))) > 1e-3
+        # a batch that fills whole chunks on both devices is split by the entry point itself
+        # (chunks.split_rows): from numpy, from one device, and already split (kept as is)
+        from jaxdyn.dynamics.chunks import split_rows
+        parts = split_rows((q[:32], v[:32], t[:32]), 8, 2)
+        assert all(len(a.sharding.device_set) == 2 for a in parts)
+        assert split_rows(parts, 8, 2)[0] is parts[0]
+        assert split_rows((q, v, t), 8, 2)[0] is q                        # 37 rows: padded in the program
+        for args in ((np.asarray(q[:32]), v[:32], t[:32]), (q[:32], jax.numpy.asarray(v[:32]), t[:32]), parts):
+            got = jaxdyn.aba_batch(m, *args, chunk=8, devices=2)
+            assert float(np.max(np.abs(got - ref[:32])) / np.max(np.abs(ref))) < 1e-12
         # vmap(aba) stays on the devices of the caller's program: under the caller's own
         # shard_map (each device a share of the batch) and under a plain jit (one device)
         from jax.sharding import Mesh, PartitionSpec as P
@@ -177,10 +187,10 @@ def test_aba_batch_two_host_devices():
         got = jax.jit(jax.shard_map(step, mesh=mesh, in_specs=P("b"), out_specs=P("b")))(q[:4])
         assert float(np.max(np.abs(got - jax.jit(step)(q[:4])))) < 1e-12
         want = jax.vmap(lambda *s: jaxdyn.aba_derivatives(m, *s))(q[:5], v[:5], t[:5])
-        for method in ("analytic", "autodiff"):
-            got = jaxdyn.derivatives_batch(m, q[:5], v[:5], t[:5], chunk=2, method=method, devices=2)
+        for method, n in (("analytic", 5), ("autodiff", 5), ("analytic", 4)):    # 4: split by the entry point
+            got = jaxdyn.derivatives_batch(m, q[:n], v[:n], t[:n], chunk=2, method=method, devices=2)
             for g, w in zip(got, want):
-                e = float(np.max(np.abs(g - w)) / np.max(np.abs(w)))
+                e = float(np.max(np.abs(g - w[:n])) / np.max(np.abs(w)))
                 assert e < 1e-10, (method, e)
         print("ok", err)
     """)

@@ -47,7 +47,7 @@ from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
 from ..spatial.linalg import mv
 from ..compiled import cpu_jit
-from .chunks import ObjectCache, device_count, map_chunks, replicated
+from .chunks import ObjectCache, device_count, map_chunks, replicated, split_rows
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
 from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
@@ -332,6 +332,7 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
         raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
     free, k, types = _PLANS.get(model, None, lambda: _layout(model))     # once per model object
     ndev = device_count(devices, B * model.nb, "aba_batch")
+    q, qd, tau, f_ext = split_rows((q, qd, tau, f_ext), int(chunk), ndev)
     return _compiled(replicated(model, ndev), q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
 
 

@@ -61,7 +61,7 @@ from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
 from ..compiled import cpu_jit
-from .chunks import device_count, map_chunks, replicated
+from .chunks import device_count, map_chunks, replicated, split_rows
 from .common import batched_like, materialize, vmap_axes
 from .minv import minv
 from .crba import crba
@@ -210,6 +210,7 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
     if B == 0:
         raise ShapeError("derivatives_batch: empty batch (B = 0)")
     ndev = device_count(devices, B * model.nb, "derivatives_batch")
+    Q, QD, X = split_rows((Q, QD, X), chunk, ndev)
     return _batch_compiled(replicated(model, ndev), Q, QD, X, fn=fn, chunk=chunk, method=method, devices=ndev)
 
 
