@@ -152,6 +152,21 @@ def main():
                                                     us_per_robot_step=1e6 * t, compile_s=tc, devices=nd))
                         print(f"{rname:14s} aba_batch {nd} dev {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
                               f"(first call {tc:.2f} s)", flush=True)
+                        if nd > 1:  # inputs already split over the devices, and what splitting costs
+                            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+                            from jaxdyn.dynamics.chunks import split_rows
+                            parts = split_rows((Q, V, T), 128, nd)
+                            run = lambda: jaxdyn.aba_batch(model, *parts, devices=nd).block_until_ready()
+                            t = timeit(run) / B
+                            sh = NamedSharding(Mesh(np.array(jax.devices()[:nd]), ("b",)), PartitionSpec("b"))
+                            ts = timeit(lambda: jax.block_until_ready(split_rows((Q, V, T), 128, nd)))
+                            tp = timeit(lambda: jax.block_until_ready(jax.device_put((Q, V, T), sh)))
+                            results["rows"].append(dict(robot=rname, lib=f"jaxdyn-batch-{nd}dev-presplit", algo=algo,
+                                                        B=B, dtype=dname, us_per_robot_step=1e6 * t, devices=nd,
+                                                        split_rows_us=1e6 * ts, device_put_us=1e6 * tp))
+                            print(f"{rname:14s} aba_batch {nd} dev, inputs already split {1e6 * t:9.3f} us/robot-step; "
+                                  f"splitting q, qd, tau: split_rows {1e6 * ts:.0f} us, device_put {1e6 * tp:.0f} us",
+                                  flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(results, fh, indent=1)
@@ -171,7 +186,9 @@ def plot(results, path):
     colour = {rb: f"C{i}" for i, rb in enumerate(robots)}
     multi = sorted({r["lib"] for r in rows if r["lib"].startswith("jaxdyn-batch-")})
     libs = [("jaxdyn", "o", "jit(vmap)"), ("jaxdyn-eager-vmap", "v", "eager vmap"), ("jaxdyn-batch", "s", "aba_batch 1 dev")]
-    libs += [(lib, "^", "aba_batch " + lib.split("-")[-1].replace("dev", " dev")) for lib in multi]
+    libs += [(lib, ">" if lib.endswith("presplit") else "^",
+              "aba_batch " + lib.split("-")[2].replace("dev", " dev") + (", inputs split" if lib.endswith("presplit") else ""))
+             for lib in multi]
     fig, axs = plt.subplots(1, len(algos), figsize=(5.5 * len(algos), 5), squeeze=False)
     for ax, algo in zip(axs[0], algos):
         for rb in robots:

@@ -302,10 +302,11 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
         ``shard_map``), else 1.  XLA:CPU runs one program on one core, so to use both cores
         of a 2-core machine start JAX with two host devices,
         ``jax.config.update("jax_num_cpu_devices", 2)``, before any JAX work.  Each call
-        places q, qd, tau on the devices (measured: ~0.5 ms for three (4096, 9) arrays);
-        inputs already split along B over them (the previous call's output when B divides
-        evenly, or ``jax.device_put(x, NamedSharding(Mesh(jax.devices(), ("b",)), P("b")))``)
-        skip that copy.
+        splits q, qd, tau over the devices (:func:`jaxdyn.dynamics.chunks.split_rows`, one
+        copy per device; its cost is in ``benchmarks/results/two_devices.json``);
+        inputs already split along B over them (the previous call's output when B fills
+        whole chunks on every device, or ``jax.device_put(x, NamedSharding(Mesh(jax.devices(),
+        ("b",)), P("b")))``) skip that copy.
     Returns:
       qdd (B, nv), equal to ``jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(model, q, qd, tau)`` to
       rounding.  No damping is applied (as :func:`jaxdyn.aba`).  Jit-able and differentiable

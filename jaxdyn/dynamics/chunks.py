@@ -95,10 +95,9 @@ def split_rows(xs, chunk, devices):
     ``devices`` devices, as the multi-device program of :func:`map_chunks` reads it, when B
     fills whole chunks on every device (no padding) and the call is at top level; anything
     else is returned unchanged (the program's own placement).  Each leaf is copied once into
-    its devices' rows from a host view (``jax.make_array_from_callback``): measured for three
-    (4096, 9) f64 arrays on two host devices, ~110 us vs ~490 us for ``jax.device_put`` of
-    arrays on one device (~250 us from numpy), and the copy the jitted call makes on its own
-    costs ~0.2 us per state of panda's ~1.5 (``benchmarks/results/``)."""
+    its devices' rows from a host view (``jax.make_array_from_callback``), which costs less
+    than ``jax.device_put`` to the split sharding or the jitted call's own resharding of
+    arrays on one device (measured side by side: ``benchmarks/results/two_devices.json``)."""
     leaves = [a for a in jax.tree_util.tree_leaves(xs)]
     if devices == 1 or not leaves or traced(xs) or jax.default_backend() != "cpu":
         return xs
