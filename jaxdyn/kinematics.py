@@ -256,7 +256,8 @@ def _frame_motion(model, q, qd, qdd, name, reference, which):
     X0 = world_transforms(model, Xup)
     Xf, b = frame_X0(model, X0, fid)
     Xb = sp.Transform(X0.E[b], X0.r[b])
-    out = tuple(_body_motion_in(Xb, Xf, m[b], reference) for m in {"v": (v,), "a": (a,), "va": (v, a)}[which])
+    motions = {"v": (v,), "a": (a,), "va": (v, a)}[which]
+    out = tuple(_body_motion_in(Xb, Xf, m[b], reference) for m in motions)
     return out if which == "va" else out[0]
 
 

@@ -98,7 +98,7 @@ def split_rows(xs, chunk, devices):
     its devices' rows from a host view (``jax.make_array_from_callback``), which costs less
     than ``jax.device_put`` to the split sharding or the jitted call's own resharding of
     arrays on one device (measured side by side: ``benchmarks/results/two_devices.json``)."""
-    leaves = [a for a in jax.tree_util.tree_leaves(xs)]
+    leaves = jax.tree_util.tree_leaves(xs)
     if devices == 1 or not leaves or traced(xs) or jax.default_backend() != "cpu":
         return xs
     B = leaves[0].shape[0]
