@@ -72,7 +72,7 @@ def _public(module):
 
 
 def test_public_names_have_docstrings():
-    missing = [f"{pkg.__name__}.{n}" for pkg in (jaxdyn, jaxdyn.dynamics, jaxdyn.model, jaxdyn.integrators,
+    missing = [f"{pkg.__name__}.{n}" for pkg in (jaxdyn, jaxdyn.dynamics, jaxdyn.model, jaxdyn.integrators, jaxdyn.kinematics,
                                                  jaxdyn.constraints, jaxdyn.apps, jaxdyn.spatial)
                for n, v in _public(pkg).items()
                if callable(v) and not isinstance(v, types.ModuleType) and not (v.__doc__ or "").strip()]

@@ -1,115 +1,25 @@
-"""Kinematics: joint transforms, forward kinematics, frames, Jacobians, accelerations, IK.
+"""Frames: poses, Jacobians, velocities, accelerations (spatial and classical), J-dot q-dot and
+point motion of named frames, one frame at a time or several from one pass (:func:`frame_terms`).
 
-Internal spatial vectors are angular-first (Featherstone).  Public frame velocities,
-accelerations and Jacobians use Pinocchio's convention: rows ``[linear; angular]`` and
-``reference`` = "world" (world axes, world origin), "local" (frame axes and origin) or
-"local_world_aligned" (frame origin, world axes).
-"""
+Public frame velocities, accelerations and Jacobians use Pinocchio's convention: rows
+``[linear; angular]`` and ``reference`` = "world" (world axes, world origin), "local" (frame
+axes and origin) or "local_world_aligned" (frame origin, world axes).  The public one-frame
+functions resolve a frame name to an index before their jit (one compiled program serves every
+frame of a model)."""
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 
-from ._typing import Configuration, Tangent
-from . import spatial as sp
-from .model.configuration import gather
-from .model.joints import jcalc
-from .model.model import Model, array_module, check_state, tree_arrays
-from .tree import forward_sweep
-from .compiled import cpu_jit
+from .._typing import Configuration, Tangent
+from .. import spatial as sp
+from ..model.model import Model, check_state
+from ..compiled import cpu_jit
+from .bodies import ancestors, body_velocities, joint_transforms, motion_subspaces_world, world_transforms
 
 REFERENCES = ("world", "local", "local_world_aligned")
-
-
-def joint_transforms(model: Model, q, bodies=slice(None), types=None, k=None):
-    """Per-body Xup (parent -> body Transform, leading axis nb) and S (nb, 6, k).
-
-    ``bodies`` (a slice), ``types`` and ``k`` (static) restrict the computation to some
-    bodies whose joints are all of the listed types, with k columns of S (defaults: all
-    bodies, ``model.types``, ``model.k``)."""
-    types = model.types if types is None else types
-    k = model.k if k is None else k
-    qj = gather(q, model.qidx[bodies])
-
-    def one(t, axis, pitch, qq, E, r):
-        XJ, S = jcalc(types, k, t, axis, pitch, qq)
-        return sp.compose(XJ, sp.Transform(E, r)), S
-
-    return jax.vmap(one)(model.jtype[bodies], model.axis[bodies], model.pitch[bodies], qj,
-                         model.Xtree_E[bodies], model.Xtree_r[bodies])
-
-
-def _fk_step(X0_parent, Xup):
-    X = sp.compose(Xup, X0_parent)
-    return X, None
-
-
-def _identity_like(Xup):
-    """The identity transform shaped like one body's entry of Xup (E (3, 3, ...), r (3, ...))."""
-    I = sp.identity(Xup.r.dtype)
-    return sp.Transform(jnp.broadcast_to(I.E.reshape((3, 3) + (1,) * (Xup.E.ndim - 3)), Xup.E.shape[1:]),
-                        jnp.zeros(Xup.r.shape[1:], Xup.r.dtype))
-
-
-def world_transforms(model: Model, Xup):
-    """0->body Transforms with leading axis nb + 1 (slot nb = world identity).  Xup: E
-    (nb, 3, 3, ...), r (nb, 3, ...) (one state, by pointer jumping, or batch-last stacks, by
-    a sweep)."""
-    if Xup.E.ndim == 3:
-        return _by_pointer_jumping(model, Xup)
-    X0, _ = forward_sweep(_fk_step, model, _identity_like(Xup), Xup)
-    return X0
-
-
-def root_transforms(model: Model, Xup):
-    """body -> its tree's root body frame Transforms, leading axis nb + 1 (slot nb: identity).
-
-    As :func:`world_transforms` with every root joint (parent = -1) taken as the identity:
-    each subtree is expressed in its root body's frame, so no quantity depends on where the
-    robot is in the world (a floating base 1000 km from the origin loses no digits).
-    """
-    root = (model.parent < 0).reshape((-1,) + (1,) * (Xup.E.ndim - 1))
-    I = _identity_like(Xup)
-    Xl = sp.Transform(jnp.where(root, I.E[None], Xup.E), jnp.where(root[:, 0], I.r[None], Xup.r))
-    return world_transforms(model, Xl)
-
-
-def _by_pointer_jumping(model: Model, Xup):
-    """:func:`world_transforms` of one state (E (nb, 3, 3), r (nb, 3)) by pointer jumping:
-    every body holds the transform from some ancestor a_i's frame (first its parent's) and
-    takes over a_i's, X_i <- X_i X_(a_i), a_i <- a_(a_i), until every a_i is the world:
-    ceil(log2 depth) steps on all bodies at once (a static topology) or ceil(log2 nb) (a
-    traced one), instead of nb sequential steps, which cost one state more time than their
-    arithmetic."""
-    nb = model.nb
-    parent, _ = tree_arrays(model)
-    xp = array_module(parent)
-    a = xp.concatenate([xp.where(parent < 0, nb, parent), xp.full((1,), nb, parent.dtype)])
-    steps = max(nb - 1, 1).bit_length()
-    if xp is np:                                   # known depth: stop when all point at the world
-        steps, b = 0, a
-        while np.any(b < nb):
-            steps, b = steps + 1, b[b]
-    I = _identity_like(Xup)
-    E = jnp.moveaxis(jnp.concatenate([Xup.E, I.E[None]]), 0, -1)      # (3, 3, nb + 1): component-first
-    r = jnp.moveaxis(jnp.concatenate([Xup.r, I.r[None]]), 0, -1)      # (3, nb + 1)
-    for _ in range(steps):
-        X = sp.compose(sp.Transform(E, r), sp.Transform(E[..., a], r[..., a]))
-        E, r, a = X.E, X.r, a[a]
-    return sp.Transform(jnp.moveaxis(E, -1, 0), jnp.moveaxis(r, -1, 0))
-
-
-@cpu_jit
-def forward_kinematics(model: Model, q: Configuration):
-    """World placements of all bodies: R (nb, 3, 3) body->world rotations, p (nb, 3) origins."""
-    check_state(model, q=q)
-    Xup, _ = joint_transforms(model, q)
-    X0 = world_transforms(model, Xup)
-    return jnp.swapaxes(X0.E[:-1], -1, -2), X0.r[:-1]
 
 
 def frame_index(model, name_or_id):
@@ -166,30 +76,6 @@ def frame_poses(model: Model, q):
     return jnp.swapaxes(Xf.E, -1, -2), Xf.r
 
 
-def ancestors(model: Model):
-    """(nb + 1, nb) 0/1 matrix: row i marks body i and its ancestors (row nb = world: none).
-
-    The reflexive-transitive closure of the parent relation by repeated squaring,
-    R <- min(R R, 1) from R = 1 + P (P[i, parent(i)] = 1): ceil(log2 nb) small matrix products
-    instead of a sweep over the bodies (lower latency for one state).  A numpy array when the
-    topology is static (:func:`jaxdyn.model.model.tree_arrays`: a constant of the compiled
-    program), else a traced one; index it with traced indices through ``jnp.asarray``."""
-    nb = model.nb
-    dt = model.Xtree_r.dtype
-    parent, _ = tree_arrays(model)
-    xp = array_module(parent)                    # numpy (a constant) when the topology is static
-    R = xp.eye(nb, dtype=dt) + (parent[:, None] == xp.arange(nb, dtype=parent.dtype)[None, :]).astype(dt)
-    for _ in range(max(nb - 1, 1).bit_length()):
-        R = xp.minimum(R @ R, 1.0)
-    return xp.concatenate([R, xp.zeros((1, nb), dt)])
-
-
-def motion_subspaces_world(model: Model, X0, S):
-    """S of every body in world coordinates (world origin): (nb, 6, k)."""
-    X = sp.Transform(X0.E[:-1], X0.r[:-1])
-    return jax.vmap(lambda Xi, Si: jax.vmap(lambda c: sp.apply_motion_inv(Xi, c), 1, 1)(Si))(X, S)
-
-
 def _scatter_cols(model: Model, blocks):
     """blocks (nb, 6, k) -> (6, nv), summing columns into their dof index."""
     out = jnp.zeros((6, model.nv + 1), blocks.dtype)
@@ -224,29 +110,6 @@ def frame_jacobian(model: Model, q: Configuration, name, reference="world"):
     S0 = motion_subspaces_world(model, X0, S) * mask[:, None, None]
     J0 = _scatter_cols(model, S0)
     return to_pin_order(change_reference(J0, Xf, reference))
-
-
-def body_velocities(model: Model, q, qd, qdd=None, a0=None):
-    """Spatial velocity and acceleration of every body in body coordinates (angular-first).
-
-    Returns v, a: (nb + 1, 6) with slot nb = world (a[nb] = a0, default 0).
-    """
-    Xup, S = joint_transforms(model, q)
-    dt = Xup.r.dtype
-    qdj = gather(qd, model.vidx)
-    qddj = gather(jnp.zeros_like(qd) if qdd is None else qdd, model.vidx)
-    a0 = jnp.zeros(6, dt) if a0 is None else a0
-
-    def step(pa, x):
-        v_p, a_p = pa
-        X, Si, qdi, qddi = x
-        vJ = Si @ qdi
-        v = sp.apply_motion(X, v_p) + vJ
-        a = sp.apply_motion(X, a_p) + Si @ qddi + sp.cross_motion(v, vJ)
-        return (v, a), None
-
-    (v, a), _ = forward_sweep(step, model, (jnp.zeros(6, dt), a0), (Xup, S, qdj, qddj))
-    return v, a, Xup, S
 
 
 def _frame_motion(model, q, qd, qdd, name, reference, which):
@@ -351,48 +214,6 @@ def point_acceleration(model: Model, q, qd, qdd, name, point):
     vp = vo + jnp.cross(w, r)
     # classical acceleration of the point: spatial a + w x v_point, shifted to the point
     return aw[:3] + jnp.cross(aw[3:], r) + jnp.cross(w, vp)
-
-
-@cpu_jit(static_argnames=('name', 'max_iters', 'tol', 'damping', 'max_step', 'position_only'))
-def inverse_kinematics(model: Model, name, R_target, p_target, q0, *, max_iters=100, tol=1e-10,
-                       damping=1e-6, max_step=0.5, position_only=False):
-    """Iterative IK (Featherstone 2010 Fig. 6) with a damped pseudo-inverse.
-
-    Drives frame ``name`` to the world pose (R_target, p_target).  Each iteration computes the
-    pose error e = [p_err; log3(R_target R^T)] (world axes), solves
-    ``dq = J^T (J J^T + damping 1)^-1 e`` with the local_world_aligned Jacobian, clips |dq| to
-    ``max_step`` and integrates q on the manifold.
-
-    Returns (q, converged, iterations, error_norm).
-    """
-    from .model.configuration import integrate
-    from .spatial.rotations import log3
-
-    fid = frame_index(model, name)
-    rows = 3 if position_only else 6
-
-    def err(q):
-        R, p = frame_pose(model, q, fid)
-        e = jnp.concatenate([p_target - p, log3(R_target @ R.T)])
-        return e[:rows]
-
-    def cond(s):
-        q, i, en = s
-        return (i < max_iters) & (en > tol)
-
-    def body(s):
-        q, i, _ = s
-        e = err(q)
-        J = frame_jacobian(model, q, fid, "local_world_aligned")[:rows]
-        dq = J.T @ jnp.linalg.solve(J @ J.T + damping * jnp.eye(rows, dtype=J.dtype), e)
-        n = jnp.linalg.norm(dq)
-        dq = dq * jnp.minimum(1.0, max_step / jnp.maximum(n, 1e-30))
-        qn = integrate(model, q, dq, 1.0)
-        return qn, i + 1, jnp.linalg.norm(err(qn))
-
-    e0 = jnp.linalg.norm(err(q0))
-    q, it, en = lax.while_loop(cond, body, (q0, jnp.int32(0), e0))
-    return q, en <= tol, it, en
 
 
 for _n in ("frame_pose", "frame_jacobian", "frame_velocity", "frame_acceleration",
