@@ -46,9 +46,13 @@ def map_chunks(fn, xs, chunk, devices=1):
         return jax.tree_util.tree_map(lambda a: a.reshape((n * C,) + a.shape[2:]), out)
 
     if devices > 1:
-        mesh = Mesh(np.array(jax.devices()[:devices]), ("b",))
-        local = jax.shard_map(local, mesh=mesh, in_specs=P("b"), out_specs=P("b"), check_vma=False)
+        local = jax.shard_map(local, mesh=batch_mesh(devices), in_specs=P("b"), out_specs=P("b"), check_vma=False)
     return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
+
+
+def batch_mesh(devices):
+    """The mesh of a multi-device batch: the first ``devices`` devices along one axis "b"."""
+    return Mesh(np.array(jax.devices()[:devices]), ("b",))
 
 
 class ObjectCache:
@@ -86,8 +90,7 @@ def replicated(tree, devices):
     leaves (inside a caller's jit): ``tree`` unchanged."""
     if devices == 1 or traced(tree):
         return tree
-    mesh = lambda: Mesh(np.array(jax.devices()[:devices]), ("b",))       # noqa: E731
-    return _REPLICATED.get(tree, devices, lambda: jax.device_put(tree, NamedSharding(mesh(), P())))
+    return _REPLICATED.get(tree, devices, lambda: jax.device_put(tree, NamedSharding(batch_mesh(devices), P())))
 
 
 def split_rows(xs, chunk, devices):
@@ -105,8 +108,7 @@ def split_rows(xs, chunk, devices):
     C = min(chunk, -(-B // devices))
     if B % (C * devices):
         return xs
-    devs = jax.devices()[:devices]
-    sharding = NamedSharding(Mesh(np.array(devs), ("b",)), P("b"))
+    sharding = NamedSharding(batch_mesh(devices), P("b"))
 
     def put(a):
         if isinstance(a, jax.Array) and a.sharding.is_equivalent_to(sharding, a.ndim):
