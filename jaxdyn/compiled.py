@@ -74,7 +74,7 @@ def cpu_jit(fun=None, *, static_argnames=()):
 
     if _trace_state_clean is not None:
         @functools.wraps(fun)
-        def call(*args, **kwargs):          # ~1 us of Python per call (one state costs 25-50 us)
+        def call(*args, **kwargs):          # per call: a trace-state test and a cached backend test
             return (cpu if (_trace_state_clean() or _vmap_only()) and _on_cpu() else default)(*args, **kwargs)
     else:                                   # pragma: no cover - other jax versions: no argument is
         @functools.wraps(fun)               # a tracer (misses only a caller's jit over constants)

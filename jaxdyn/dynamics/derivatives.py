@@ -43,8 +43,8 @@ Batches: ``derivatives_batch`` runs a batch in chunks of ``chunk`` states, one a
 chunks, autodiff as vmapped chunks; with several devices (e.g. two host devices on a 2-core
 CPU) each runs its share of the chunks (``shard_map``, as :func:`jaxdyn.aba_batch`).
 ``jax.vmap`` of the analytic per-state functions over states of one model runs the same
-chunks on one device (a ``custom_vmap`` rule; B = 2048, us/state: talos_reduced 82-88 vs
-154-156 when every small product was batched, panda 12-13 vs 21).
+chunks on one device (a ``custom_vmap`` rule, instead of batching every small product;
+vmap vs batch figures in ``benchmarks/results/grad.json``).
 """
 from __future__ import annotations
 
