@@ -10,10 +10,12 @@ Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on o
   ``vmap`` of the per-state function, and ``derivatives_batch`` split over all
   ``--host-devices``, default one per core) and the autodiff reference
   (``method="autodiff"``, B = 64 only: it is ~50x slower), with compile times;
+* ``vmap`` of the per-state derivative functions inside ``jaxdyn.jit`` (compiled with
+  ``jaxdyn.CPU_OPTIONS``) and inside a plain ``jax.jit`` (XLA's default options);
 * one reverse-mode gradient of a scalar of qdd (``vmap(grad)``) through ``jaxdyn.aba`` (its
   implicit derivative rule) and through ``aba_unwrapped`` (autodiff through the passes);
 * the forward pass at the largest B: ``vmap(aba)`` (its custom_vmap rule runs the batch-last
-  kernels; with and without ``compiler_options=CPU_OPTIONS`` on the outer jit), vmap of the
+  kernels; inside a plain ``jax.jit`` and inside ``jaxdyn.jit``), vmap of the
   per-state passes (``aba_unwrapped``) and ``aba_batch``;
 * a ``jaxdyn.stack`` of all the robots (padded) under ``vmap(aba)`` vs the same batch of its
   largest member alone;
@@ -107,10 +109,11 @@ def main():
                 f = lambda: jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=nd)
                 compiled(f)
                 row[f"{fn}_derivatives_us_B{Bmax}_{nd}dev"] = timeit(lambda: jax.block_until_ready(f())) / Bmax * 1e6
-            vf = jax.jit(jax.vmap(single, (None, 0, 0, 0)), compiler_options=jaxdyn.CPU_OPTIONS)
-            f = lambda: vf(m, Q, V, T)
-            row[f"{fn}_derivatives_vmap_compile_s_B{Bmax}"] = compiled(f)
-            row[f"{fn}_derivatives_vmap_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(f())) / Bmax * 1e6
+            for label, jit in (("", jaxdyn.jit), ("_plain_jit", jax.jit)):   # jaxdyn.jit: CPU_OPTIONS
+                vf = jit(jax.vmap(single, (None, 0, 0, 0)))
+                f = lambda: vf(m, Q, V, T)
+                row[f"{fn}_derivatives_vmap{label}_compile_s_B{Bmax}"] = compiled(f)
+                row[f"{fn}_derivatives_vmap{label}_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(f())) / Bmax * 1e6
             f = lambda: jaxdyn.derivatives_batch(m, Q[:64], V[:64], T[:64], fn=fn, chunk=64, method="autodiff",
                                                  devices=1)
             row[f"{fn}_derivatives_autodiff_compile_s_B64"] = compiled(f)
@@ -125,8 +128,8 @@ def main():
 
         va = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
         row[f"vmap_aba_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
-        va = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)), compiler_options=jaxdyn.CPU_OPTIONS)
-        row[f"vmap_aba_cpu_options_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
+        va = jaxdyn.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
+        row[f"vmap_aba_jaxdyn_jit_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
         va = jax.jit(jax.vmap(aba_unwrapped, (None, 0, 0, 0)))
         row[f"vmap_aba_unwrapped_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
         row[f"aba_batch_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(jaxdyn.aba_batch(m, Q, V, T, devices=1))) / Bmax * 1e6

@@ -4,6 +4,7 @@ Spatial vectors inside algorithms are angular-first (Featherstone); public frame
 (Jacobians, frame velocities, external forces) use Pinocchio's [linear; angular] order.
 """
 from . import spatial as spatial, errors as errors, robots as robots
+from .compiled import jit as jit
 from .io import mechanisms as mechanisms
 from .errors import (JaxdynError as JaxdynError, ModelError as ModelError, URDFError as URDFError,
                      DHError as DHError, ShapeError as ShapeError, ConfigError as ConfigError,

@@ -13,19 +13,29 @@ in ``benchmarks/results/``):
   solvers): about the same run time, and a third to half less compile time (the B = 1
   rows' ``compile_s`` in ``core.json``).
 
+Some batch-last kernels have two formulations, one for each set of XLA:CPU fusion
+emitters, chosen at trace time by :func:`for_cpu_options`: a program traced by a jaxdyn entry
+point's top-level call is compiled with :data:`CPU_OPTIONS` (the legacy emitters); one
+traced inside a caller's own ``jax.jit`` is compiled with that jit's options, by default
+XLA's newer fusion emitters (see :func:`jaxdyn.dynamics.common.slice_barrier`).  To get the
+first inside your own function, compile it with :func:`jit` (``jaxdyn.jit``) instead of
+``jax.jit``.
+
 The test suite sets the same flag process-wide (``tests/conftest.py``), so this module
-changes nothing there.
+changes nothing there but which formulation is traced.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 
 import jax
 
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
-"""XLA:CPU compiler options of jaxdyn's top-level calls; pass them to your own top-level
-``jax.jit(..., compiler_options=jaxdyn.CPU_OPTIONS)`` around jaxdyn calls for the same
-compile and run times."""
+"""XLA:CPU compiler options of jaxdyn's top-level calls.  For the same compile and run times in
+your own function around jaxdyn calls, compile it with :func:`jit` (``jaxdyn.jit``), which
+passes them and traces jaxdyn's kernels for them."""
 
 try:                                    # the cheap test; a caller's jit may close over concrete arrays
     from jax._src.core import trace_state_clean as _trace_state_clean
@@ -58,29 +68,83 @@ def traced(tree):
     return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
 
 
+_FOR_CPU_OPTIONS = contextvars.ContextVar("jaxdyn_for_cpu_options", default=False)
+
+
+def for_cpu_options():
+    """Whether the program being traced will be compiled with :data:`CPU_OPTIONS`: True while
+    a :func:`cpu_jit` function traces its top-level call (or a call nested in one), False in a
+    caller's own ``jax.jit`` (whose options jaxdyn cannot see; XLA's default emitters) and
+    outside any trace.  Kernels read it at trace time to pick the formulation that suits
+    the emitters (:func:`jaxdyn.dynamics.common.slice_barrier`); the results are the same."""
+    return _FOR_CPU_OPTIONS.get()
+
+
+@contextlib.contextmanager
+def tracing_for(cpu_options):
+    """Trace the block for :func:`for_cpu_options` = ``cpu_options``.  For code that JAX traces
+    outside the call that chose the options, e.g. a ``custom_vmap`` rule (run when the
+    caller's vmap batches the traced program): make one rule per value and enter this in it."""
+    token = _FOR_CPU_OPTIONS.set(cpu_options)
+    try:
+        yield
+    finally:
+        _FOR_CPU_OPTIONS.reset(token)
+
+
+def _traced_for(fun, cpu_options):
+    """``fun`` that traces with :func:`for_cpu_options` = ``cpu_options``.  A distinct
+    function object per value, so JAX's trace caches (keyed by the function) keep the two
+    formulations apart."""
+    @functools.wraps(fun)
+    def run(*args, **kwargs):
+        with tracing_for(cpu_options):
+            return fun(*args, **kwargs)
+    return run
+
+
 def cpu_jit(fun=None, *, static_argnames=()):
     """``jax.jit(fun, static_argnames=...)`` whose top-level calls on the CPU backend, and
     calls under eager ``jax.vmap`` only (:func:`_vmap_only`), are compiled with
     :data:`CPU_OPTIONS`; usable as ``@cpu_jit`` or ``@cpu_jit(static_argnames=(...))``.
     Nested in a caller's jit, grad or shard_map it is the plain jit (``compiler_options``
-    are only accepted on a top-level jit).  The result is a plain
+    are only accepted on a top-level jit), traced for the options of the outermost jaxdyn
+    call around it if there is one, else for XLA's defaults (:func:`for_cpu_options`).
+    Public as :func:`jit` (``jaxdyn.jit``).  The result is a plain
     function (no ``.lower``: an attribute would be copied by ``functools.wraps`` onto
     ``jax.vmap`` of it, whose ``jax.jit(...).lower`` then calls it); to lower, use
     ``jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS).lower(...)``."""
     if fun is None:
         return functools.partial(cpu_jit, static_argnames=static_argnames)
-    default = jax.jit(fun, static_argnames=static_argnames)
-    cpu = jax.jit(fun, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
+    for_options, for_default = _traced_for(fun, True), _traced_for(fun, False)
+    cpu = jax.jit(for_options, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
+    nested = {True: jax.jit(for_options, static_argnames=static_argnames),
+              False: jax.jit(for_default, static_argnames=static_argnames)}
 
     if _trace_state_clean is not None:
         @functools.wraps(fun)
         def call(*args, **kwargs):          # per call: a trace-state test and a cached backend test
-            return (cpu if (_trace_state_clean() or _vmap_only()) and _on_cpu() else default)(*args, **kwargs)
+            if (_trace_state_clean() or _vmap_only()) and _on_cpu():
+                return cpu(*args, **kwargs)
+            return nested[_FOR_CPU_OPTIONS.get()](*args, **kwargs)
     else:                                   # pragma: no cover - other jax versions: no argument is
         @functools.wraps(fun)               # a tracer (misses only a caller's jit over constants)
         def call(*args, **kwargs):
-            return (default if traced((args, kwargs)) or not _on_cpu() else cpu)(*args, **kwargs)
+            if traced((args, kwargs)) or not _on_cpu():
+                return nested[_FOR_CPU_OPTIONS.get()](*args, **kwargs)
+            return cpu(*args, **kwargs)
     return call
+
+
+def jit(fun=None, *, static_argnames=()):
+    """``jax.jit`` for your own functions that call jaxdyn (``jaxdyn.jit``; usable as a decorator,
+    ``@jaxdyn.jit`` or ``@jaxdyn.jit(static_argnames=(...))``): a top-level call on the CPU is
+    compiled with :data:`CPU_OPTIONS` and jaxdyn's kernels inside are traced for them, e.g.
+    ``jaxdyn.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))`` runs at ``aba_batch``'s speed.
+    Inside a plain ``jax.jit`` the kernels are traced for XLA's default options instead
+    (:func:`for_cpu_options`), so prefer this to ``jax.jit(..., compiler_options=CPU_OPTIONS)``.
+    Otherwise as ``jax.jit`` (:func:`cpu_jit`)."""
+    return cpu_jit(fun, static_argnames=static_argnames)
 
 
 @functools.cache

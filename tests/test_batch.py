@@ -367,6 +367,54 @@ def test_entry_points_inside_a_callers_jit_over_constants():
     assert jaxdyn.aba.__doc__.startswith("Forward dynamics")                    # wraps the function
 
 
+def test_kernels_are_traced_for_the_options_they_compile_with(monkeypatch):
+    """A batch-last kernel traced for jaxdyn.CPU_OPTIONS (an eager vmap, jaxdyn.jit) and one
+    traced inside a plain jax.jit (XLA's default emitters) differ: the second puts a barrier
+    (a cond) after each read at a scan index (slice_barrier).  Which one is chosen where the
+    kernel is traced, also in the custom_vmap rules that JAX runs when it batches a program
+    traced before, and a trace cached in one context is not reused in the other; both
+    formulations give the per-state numbers."""
+    from jax.extend.core import jaxprs_in_params
+    from jaxdyn.compiled import for_cpu_options, tracing_for
+    from jaxdyn.dynamics import batch
+    m = jaxdyn.robots.puma560()
+    r = np.random.default_rng(3)
+    Q, V, T = (jnp.asarray(r.uniform(-1, 1, (9, m.nv))) for _ in range(3))
+    seen = []
+
+    def spy(x, i):
+        seen.append(for_cpu_options())
+        return jaxdyn.dynamics.common.slice_barrier(x, i)
+    monkeypatch.setattr(batch, "slice_barrier", spy)
+    va = jax.vmap(jaxdyn.aba, (None, 0, 0, 0))
+    runs = [("eager", va, 2, True), ("jax.jit", jax.jit(va), 3, False), ("jaxdyn.jit", jaxdyn.jit(va), 4, True),
+            ("eager", va, 5, True), ("jax.jit", jax.jit(va), 6, False)]
+    ref = np.stack([jaxdyn.aba(m, *s) for s in zip(Q, V, T)])
+    for label, f, n, want in runs:                     # a new batch size: a new trace
+        seen.clear()
+        close(f(m, Q[:n], V[:n], T[:n]), ref[:n], 1e-12, label)
+        assert seen and set(seen) == {want}, (label, seen)
+
+    def conds(f, cpu_options):                      # a new function: make_jaxpr caches by function
+        with tracing_for(cpu_options):
+            jaxpr = jax.make_jaxpr(lambda *a: f(*a))(m, Q, V, T).jaxpr
+
+        def count(j):
+            return sum((e.primitive.name == "cond") + sum(count(s) for s in jaxprs_in_params(e.params))
+                       for e in j.eqns)
+        return count(jaxpr)
+    vd = jax.vmap(jaxdyn.aba_derivatives, (None, 0, 0, 0))
+    vr = jax.vmap(jaxdyn.rnea, (None, 0, 0, 0))
+    for f in (va, vd, vr):                          # vd: spd_inverse's row barrier, vr: rnea's sweeps
+        plain, options = conds(f, False), conds(f, True)
+        assert plain > options > 0 and conds(f, False) == plain, (plain, options)
+    for f, tol in ((vd, 1e-10), (vr, 1e-11)):
+        a, b = jaxdyn.jit(f)(m, Q, V, T), jax.jit(f)(m, Q, V, T)
+        for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+            close(x, y, tol)
+    close(jax.jit(vd)(m, Q, V, T)[0][4], jaxdyn.aba_derivatives(m, Q[4], V[4], T[4])[0], 1e-10)
+
+
 def test_cpu_options_reach_eager_vmap_only():
     """jaxdyn's entry points compile with CPU_OPTIONS at top level and under eager vmap only
     (the README's ``jax.vmap(jaxdyn.aba)(...)``); under a caller's jit, grad or jvp, also

@@ -35,7 +35,7 @@ from .rnea import rnea_core
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
 from .common import (batched_like, body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
                      per_body, pivot_addend, scatter_dofs, vmap_axes)
-from ..compiled import cpu_jit
+from ..compiled import cpu_jit, for_cpu_options, tracing_for
 
 
 class ABAFactor(NamedTuple):
@@ -96,8 +96,8 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
     one sweep; fewer dependent steps than the four passes of :func:`aba_unwrapped`).
     ``jax.vmap(aba)`` over states of one model runs :func:`jaxdyn.aba_batch`'s batch-last
     kernels on one device (a ``custom_vmap`` rule: your program decides the devices, e.g. by
-    ``shard_map``).  An eager ``jax.vmap(aba)`` compiles with ``jaxdyn.CPU_OPTIONS``; inside
-    your own ``jit`` pass ``compiler_options=jaxdyn.CPU_OPTIONS`` for its full speed on CPU.
+    ``shard_map``).  An eager ``jax.vmap(aba)`` compiles with ``jaxdyn.CPU_OPTIONS``; for its
+    full speed on CPU inside your own function, compile that with ``jaxdyn.jit``.
     """
     check_state(model, q=q, qd=qd, tau=tau)
     return _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame)
@@ -120,18 +120,19 @@ def _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame):
 
 @partial(jax.custom_jvp, nondiff_argnums=(6,))
 def _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame):
-    return _batchable(f_ext_frame)(model, q, qd, tau, f_ext, gravity)
+    return _batchable(f_ext_frame, for_cpu_options())(model, q, qd, tau, f_ext, gravity)
 
 
 @lru_cache(maxsize=None)
-def _batchable(f_ext_frame):
+def _batchable(f_ext_frame, cpu_options):
     """ABA of one state (:func:`jaxdyn.dynamics.batch.aba_one_state`: the batch-last kernels'
     sweeps without the batch axis, a floating root outside them) whose ``vmap`` over states
     of one model runs :func:`jaxdyn.aba_batch` instead of batching every 6x6 product (a
     ``custom_vmap`` rule), and over a batched model (``jaxdyn.stack``) runs
     :func:`jaxdyn.dynamics.batch.aba_lanes` (a model per lane).  Batched gravity and
     world-frame f_ext keep the plain vmap.  Differentiation never reaches this function (the
-    custom_jvp rule of :func:`aba`)."""
+    custom_jvp rule of :func:`aba`).  ``cpu_options``: :func:`jaxdyn.compiled.for_cpu_options`
+    where the call is traced, which the rule traces for (JAX runs it later, outside that call)."""
 
     @jax.custom_batching.custom_vmap
     def one(model, q, qd, tau, f_ext, gravity):
@@ -149,13 +150,14 @@ def _batchable(f_ext_frame):
             return jax.vmap(fn, in_axes=tuple(vmap_axes(in_batched)))(model, q, qd, tau, f_ext, gravity), True
         full = lambda x, b: batched_like(x, b, axis_size)
         q, qd, tau = (full(x, b) for x, b in zip((q, qd, tau), in_batched[1:4]))
-        if any(leaves(in_batched[0])):      # models too (a stack): one model per lane
-            model = jax.tree_util.tree_map(full, model, in_batched[0])
-            fx = jnp.zeros((axis_size, model.nb, 6), q.dtype) if f_ext is None else full(f_ext, in_batched[4])
-            fx = jnp.concatenate([fx[..., 3:], fx[..., :3]], -1)           # [force; moment] -> [n; f]
-            return aba_lanes(model, q, qd, tau, fx, gravity), True
-        fx = None if f_ext is None else full(f_ext, in_batched[4])
-        return aba_batch(model, q, qd, tau, f_ext=fx, gravity=gravity, devices=1), True
+        with tracing_for(cpu_options):
+            if any(leaves(in_batched[0])):      # models too (a stack): one model per lane
+                model = jax.tree_util.tree_map(full, model, in_batched[0])
+                fx = jnp.zeros((axis_size, model.nb, 6), q.dtype) if f_ext is None else full(f_ext, in_batched[4])
+                fx = jnp.concatenate([fx[..., 3:], fx[..., :3]], -1)           # [force; moment] -> [n; f]
+                return aba_lanes(model, q, qd, tau, fx, gravity), True
+            fx = None if f_ext is None else full(f_ext, in_batched[4])
+            return aba_batch(model, q, qd, tau, f_ext=fx, gravity=gravity, devices=1), True
 
     return one
 

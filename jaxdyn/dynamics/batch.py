@@ -16,8 +16,10 @@ measurements are in ``benchmarks/results/core.json``):
   every use.  ``optimization_barrier`` is removed before fusion on CPU, so it is a
   ``lax.cond`` whose predicate XLA cannot fold.
 * :data:`CPU_OPTIONS`: the legacy XLA:CPU loop emitters vectorize these fusions, the newer
-  fusion emitters do not.  A top-level ``aba_batch`` call uses them; inside your own jit,
-  pass ``compiler_options=jaxdyn.CPU_OPTIONS`` to that jit.
+  fusion emitters do not.  A top-level ``aba_batch`` call uses them; inside your own
+  function, compile it with ``jaxdyn.jit``.  Traced for the newer emitters (inside a plain
+  ``jax.jit``), each sweep step first puts what it reads at the scan index behind a
+  barrier (:func:`jaxdyn.dynamics.common.slice_barrier`).
 * Chunking and sharding (:mod:`jaxdyn.dynamics.chunks`): the batch runs in chunks of
   ``chunk`` robots (``lax.map``); the chunks are split over the devices with ``shard_map``.
   One XLA:CPU program runs on one core, so two cores need two host devices.
@@ -51,7 +53,7 @@ from .chunks import ObjectCache, device_count, map_chunks, replicated, split_row
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
 from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
-                     per_body, pivot_addend, scatter_dofs)
+                     per_body, pivot_addend, scatter_dofs, slice_barrier)
 
 # ---------------------------------------------------------------- layout: fusion barriers
 # The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
@@ -65,13 +67,18 @@ def _kept(step, one):
     barrier (``one`` state)."""
     def run(carry, x):
         i, rest = x[0], x[1:]
-        return step(carry, rest, same if one else partial(materialize, i=i))
+        if one:
+            return step(carry, rest)
+        carry, rest = slice_barrier((carry, rest), i)
+        return step(carry, rest, partial(materialize, i=i))
     return run
 
 
 def _pass2(one):
     """Articulated inertia and bias force together (one sweep; the two parts of pass 2)."""
     def run(acc, x):
+        if not one:
+            acc, x = slice_barrier((acc, x), x[0])
         IA, pA = acc
         i, E, r, S, add, c, tau = x
         keep = same if one else partial(materialize, i=i)

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .. import spatial as sp
+from ..compiled import for_cpu_options
 from ..model.configuration import gather
 from ..model.model import Model, array_module, tree_arrays
 from ..errors import ShapeError
@@ -181,6 +182,19 @@ def materialize(x, i):
     if jax.default_backend() != "cpu":
         return x
     return lax.cond(i >= 0, lambda x: x, lambda x: jax.tree_util.tree_map(jnp.zeros_like, x), x)
+
+
+def slice_barrier(x, i):
+    """:func:`materialize` of what a batch-last loop step reads at the traced index ``i`` (a
+    scan's per-body inputs, a sweep buffer's slot, a row block of a matrix) when the program
+    is compiled with XLA:CPU's default fusion emitters (inside a caller's own jit); x as is
+    when it is compiled with :data:`jaxdyn.CPU_OPTIONS` (:func:`jaxdyn.compiled.for_cpu_options`).
+    The fusion emitters turn a fusion that reads a dynamic slice into scalar code that
+    reloads the index for every element; behind the barrier the slice is a copy of its own
+    and the products that read it vectorize.  The legacy emitters vectorize such fusions,
+    and there the barrier only adds a copy (``benchmarks/results/grad.json``, the
+    ``vmap_aba`` rows with and without the options)."""
+    return x if for_cpu_options() else materialize(x, i)
 
 
 def batched_like(x, batched, axis_size):

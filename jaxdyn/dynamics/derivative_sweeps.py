@@ -32,7 +32,7 @@ from ..spatial.linalg import mm, mv, tr
 from ..tree import parent_slots
 from .aba_steps import inverse_pivots, same
 from .batch import chunk_joint_transforms
-from .common import body_inertia_matrices, dof_ancestry, dof_owner, gravity_acceleration
+from .common import body_inertia_matrices, dof_ancestry, dof_owner, gravity_acceleration, slice_barrier
 
 
 class Topology(NamedTuple):
@@ -236,7 +236,9 @@ def spd_inverse(M):
     Gauss-Jordan sweeps: n / b steps (b = :data:`SWEEP_BLOCK`), each eliminating a b x b
     diagonal block K (P = M_KK^-1 by :func:`jaxdyn.dynamics.aba_steps.inverse_pivots`):
     A <- A - A_:K P A_K:, A_K: <- P A_K:, A_:K <- A_:K P, A_KK <- -P, which leaves -M^-1.
-    Vectorized over the trailing axes; SPD matrices need no pivoting.  No LAPACK call (see
+    Vectorized over the trailing axes; SPD matrices need no pivoting.  For a stack traced for
+    XLA's default emitters the row block A_K: is read behind
+    :func:`jaxdyn.dynamics.common.slice_barrier`.  No LAPACK call (see
     :func:`jaxdyn.dynamics.common.pd_inverse` for why batched LAPACK kernels are avoided).
     NaN where M is not positive definite."""
     n, b = M.shape[0], SWEEP_BLOCK
@@ -247,6 +249,7 @@ def spd_inverse(M):
 
     def sweep(k, A):
         rows = lax.dynamic_slice_in_dim(A, k * b, b, 0)                     # A_K: (b, m, ...)
+        rows = rows if M.ndim == 2 else slice_barrier(rows, k)
         P = inverse_pivots(lax.dynamic_slice_in_dim(rows, k * b, b, 1))     # (b, b, ...)
         Prow = mm(P, rows)                                                  # P A_K:
         A = A - sum(rows[a][:, None] * Prow[a][None] for a in range(b))

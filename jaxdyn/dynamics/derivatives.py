@@ -60,7 +60,7 @@ from ..model.model import Model, check_state
 from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
-from ..compiled import cpu_jit
+from ..compiled import cpu_jit, for_cpu_options, tracing_for
 from .chunks import device_count, map_chunks, replicated, split_rows
 from .common import batched_like, materialize, vmap_axes
 from .minv import minv
@@ -102,12 +102,13 @@ def _analytic(fn, model: Model, q, qd, x, i=None, topo=None):
 
 
 @lru_cache(maxsize=None)
-def _batchable(fn):
+def _batchable(fn, cpu_options):
     """:func:`_analytic` of one state whose ``jax.vmap`` over states of one model runs the
     batch-last chunks of :func:`derivatives_batch` (a ``custom_vmap`` rule, on the caller's
     device; a batched model keeps the plain vmap), wrapped in a ``custom_jvp`` whose rule
     differentiates the one-state terms: derivatives of the derivatives, also under vmap,
-    take the plain path (``custom_vmap`` has no differentiation rule of its own)."""
+    take the plain path (``custom_vmap`` has no differentiation rule of its own).
+    ``cpu_options``: as for :func:`jaxdyn.dynamics.aba._batchable`."""
 
     @jax.custom_batching.custom_vmap
     def one(model, q, qd, x):
@@ -119,7 +120,8 @@ def _batchable(fn):
             out = jax.vmap(partial(_analytic, fn), in_axes=tuple(vmap_axes(in_batched)))(model, q, qd, x)
             return out, (True,) * 3
         q, qd, x = (batched_like(a, b, axis_size) for a, b in zip((q, qd, x), in_batched[1:]))
-        return _derivatives_batch(model, q, qd, x, fn, CHUNK[fn], "analytic", 1), (True,) * 3
+        with tracing_for(cpu_options):
+            return _derivatives_batch(model, q, qd, x, fn, CHUNK[fn], "analytic", 1), (True,) * 3
 
     @jax.custom_jvp
     def terms(model, q, qd, x):
@@ -151,7 +153,7 @@ def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
     check_state(model, q=q, qd=qd, qdd=qdd)
     _check_method(method)
     if method == "analytic":
-        return _batchable("rnea")(model, q, qd, qdd)
+        return _batchable("rnea", for_cpu_options())(model, q, qd, qdd)
     dq, dv = _state_jacobians(lambda qq, vv: rnea(model, qq, vv, qdd), model, q, qd)
     return dq, dv, crba(model, q)
 
@@ -169,7 +171,7 @@ def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
     check_state(model, q=q, qd=qd, tau=tau)
     _check_method(method)
     if method == "analytic":
-        return _batchable("aba")(model, q, qd, tau)
+        return _batchable("aba", for_cpu_options())(model, q, qd, tau)
     dq, dv = _state_jacobians(lambda qq, vv: aba(model, qq, vv, tau), model, q, qd)
     return dq, dv, minv(model, q)
 
@@ -188,7 +190,8 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
     Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn``) one after the other,
     so memory stays bounded: the analytic method on batch-last chunks
     (:mod:`jaxdyn.dynamics.derivative_sweeps`; a top-level call on CPU is compiled with
-    ``jaxdyn.CPU_OPTIONS``, inside your own jit pass them to it), autodiff as vmapped chunks.
+    ``jaxdyn.CPU_OPTIONS``; inside your own function compile it with ``jaxdyn.jit``), autodiff
+    as vmapped chunks.
     The result equals ``vmap`` of the per-state function.
 
     ``devices``: how many devices of the default backend share the batch (static), as in

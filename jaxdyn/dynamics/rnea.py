@@ -16,7 +16,7 @@ from . import derivative_sweeps as ds
 from .batch import rnea_batch
 from .common import (batched_like, body_inertias, external_forces, gravity_acceleration, per_body,
                      scatter_dofs, vmap_axes)
-from ..compiled import cpu_jit
+from ..compiled import cpu_jit, for_cpu_options, tracing_for
 
 
 def _rnea_pass1_step(parent, x):
@@ -73,7 +73,7 @@ def rnea_recursive(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
 
 @partial(jax.custom_jvp, nondiff_argnums=(6,))
 def _rnea(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
-    return _one_state(f_ext_frame)(model, q, qd, qdd, f_ext, gravity)
+    return _one_state(f_ext_frame, for_cpu_options())(model, q, qd, qdd, f_ext, gravity)
 
 
 @_rnea.defjvp
@@ -83,9 +83,10 @@ def _rnea_jvp(f_ext_frame, primals, tangents):
 
 
 @lru_cache(maxsize=None)
-def _one_state(f_ext_frame):
+def _one_state(f_ext_frame, cpu_options):
     """:func:`rnea_closed_form` whose ``vmap`` runs :func:`jaxdyn.dynamics.batch.rnea_batch`
-    (states of one model, no f_ext) or the vmapped recursive sweeps."""
+    (states of one model, no f_ext) or the vmapped recursive sweeps.  ``cpu_options``: as
+    for :func:`jaxdyn.dynamics.aba._batchable`."""
 
     @jax.custom_batching.custom_vmap
     def one(model, q, qd, qdd, f_ext, gravity):
@@ -96,7 +97,8 @@ def _one_state(f_ext_frame):
         leaves = jax.tree_util.tree_leaves
         if f_ext is None and not any(leaves(in_batched[0])) and not any(leaves(in_batched[5])):
             q, qd, qdd = (batched_like(x, b, axis_size) for x, b in zip((q, qd, qdd), in_batched[1:4]))
-            return rnea_batch(model, q, qd, qdd, gravity), True
+            with tracing_for(cpu_options):
+                return rnea_batch(model, q, qd, qdd, gravity), True
         fn = lambda *a: rnea_recursive(*a, f_ext_frame)
         return jax.vmap(fn, in_axes=tuple(vmap_axes(in_batched)))(model, q, qd, qdd, f_ext, gravity), True
 
