@@ -3,13 +3,6 @@ implicit int/bool/float mixing; jaxdyn casts explicitly, its optax calls run und
 import gc
 import os
 
-# Python's cyclic garbage collector, at its default thresholds (700, 10, 10), runs a young
-# collection every 700 allocations and, every hundred of those, a full one over JAX's caches;
-# tracing and lowering allocate millions of objects, so it took ~5 % of the suite's CPU time
-# (perf, test_identities).  Collecting 140x less often: test_derivatives 119 s instead of
-# 130 s, test_multichain + test_trajopt 168 s instead of 177 s, peak memory unchanged (1.6 GB).
-gc.set_threshold(100_000, 50, 100)
-
 # Test-only XLA:CPU compile flags, set before JAX starts its backend.  The suite is dominated
 # by compiling many small programs that then run on a few states, so it trades generated-code
 # speed for compile speed: no fusion emitters, LLVM at -O0 without its expensive passes.  This
@@ -30,6 +23,13 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 # and XLA compile are ~10-20 % faster (the suite is compile-bound); Python tracebacks of test
 # failures are unchanged.
 jax.config.update("jax_include_full_tracebacks_in_locations", False)
+
+# The jaxdyn command's GC thresholds (jaxdyn.cli.GC_THRESHOLDS): collections at the defaults took
+# ~5 % of the suite's CPU time; with these test_derivatives ran in 119 s instead of 130 s,
+# test_multichain + test_trajopt 168 s instead of 177 s, peak memory unchanged (1.6 GB).
+from jaxdyn.cli import GC_THRESHOLDS  # noqa: E402
+
+gc.set_threshold(*GC_THRESHOLDS)
 
 import pytest  # noqa: E402
 

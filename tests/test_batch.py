@@ -127,7 +127,9 @@ def test_aba_batch_two_host_devices():
         import jax, numpy as np
         jax.config.update("jax_num_cpu_devices", 2)
         jax.config.update("jax_enable_x64", True)
-        import jaxdyn
+        import gc, jaxdyn
+        from jaxdyn.cli import GC_THRESHOLDS
+        gc.set_threshold(*GC_THRESHOLDS)                 # as in the test run (conftest.py)
         assert jax.device_count() == 2
         m = jaxdyn.robots.random_tree(8, 0.4, 2, floating_base=True)
         B = 37
