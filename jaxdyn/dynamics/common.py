@@ -192,8 +192,8 @@ def slice_barrier(x, i):
     The fusion emitters turn a fusion that reads a dynamic slice into scalar code that
     reloads the index for every element; behind the barrier the slice is a copy of its own
     and the products that read it vectorize.  The legacy emitters vectorize such fusions,
-    and there the barrier only adds a copy (``benchmarks/results/grad.json``, the
-    ``vmap_aba`` rows with and without the options)."""
+    and there the barrier only adds a copy (``benchmarks/results/grad.json``: ``vmap(aba)``
+    inside a plain ``jax.jit`` and inside ``jaxdyn.jit``, the ``vmap_aba`` rows)."""
     return x if for_cpu_options() else materialize(x, i)
 
 
