@@ -106,9 +106,14 @@ def frame_jacobian(model: Model, q: Configuration, name, reference="world"):
     Xup, S = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
     Xf, b = frame_X0(model, X0, fid)
-    mask = jnp.asarray(ancestors(model))[b]
-    S0 = motion_subspaces_world(model, X0, S) * mask[:, None, None]
-    J0 = _scatter_cols(model, S0)
+    return _jacobian(model, motion_subspaces_world(model, X0, S), jnp.asarray(ancestors(model))[b], Xf, reference)
+
+
+def _jacobian(model, S0, anc_b, Xf, reference):
+    """Frame Jacobian (6, nv) [linear; angular] in ``reference`` from every body's world-frame S0
+    (nb, 6, k), the frame body's row of the ancestor matrix anc_b (nb,) and world -> frame Xf:
+    the columns of the bodies at or above the frame's body."""
+    J0 = _scatter_cols(model, S0 * anc_b[:, None, None])
     return to_pin_order(change_reference(J0, Xf, reference))
 
 
@@ -164,7 +169,7 @@ def frame_terms(model: Model, q, qd, fids, reference="local_world_aligned") -> F
 
     def one(fid):
         Xf, b = frame_X0(model, X0, fid)
-        J = to_pin_order(change_reference(_scatter_cols(model, S0 * anc[b][:, None, None]), Xf, reference))
+        J = _jacobian(model, S0, anc[b], Xf, reference)
         if v is None:
             return Xf.E.T, Xf.r, J, None, None
         Xb = sp.Transform(X0.E[b], X0.r[b])
