@@ -153,12 +153,12 @@ def main():
                         print(f"{rname:14s} aba_batch {nd} dev {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
                               f"(first call {tc:.2f} s)", flush=True)
                         if nd > 1:  # inputs already split over the devices, and what splitting costs
-                            from jax.sharding import Mesh, NamedSharding, PartitionSpec
-                            from jaxdyn.dynamics.chunks import split_rows
+                            from jax.sharding import NamedSharding, PartitionSpec
+                            from jaxdyn.dynamics.chunks import batch_mesh, split_rows
                             parts = split_rows((Q, V, T), 128, nd)
                             run = lambda: jaxdyn.aba_batch(model, *parts, devices=nd).block_until_ready()
                             t = timeit(run) / B
-                            sh = NamedSharding(Mesh(np.array(jax.devices()[:nd]), ("b",)), PartitionSpec("b"))
+                            sh = NamedSharding(batch_mesh(nd), PartitionSpec("b"))
                             ts = timeit(lambda: jax.block_until_ready(split_rows((Q, V, T), 128, nd)))
                             tp = timeit(lambda: jax.block_until_ready(jax.device_put((Q, V, T), sh)))
                             results["rows"].append(dict(robot=rname, lib=f"jaxdyn-batch-{nd}dev-presplit", algo=algo,
