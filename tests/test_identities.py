@@ -39,12 +39,12 @@ def test_rnea_aba_crba_identities(i):
 
 def test_closed_form_rnea_and_aba_equal_the_recursive_passes():
     """One state: rnea (closed form: ancestry products, root transforms by pointer jumping)
-    equals the two recursive sweeps (rnea_recursive), and aba (the batch-last kernels' sweeps
-    without the batch axis, a floating root outside them) equals the four-pass ABA
+    equals the two recursive sweeps (rnea_recursive), and aba equals the four-pass ABA
     (aba_unwrapped): on a floating-base random tree with every joint type, with f_ext in both
-    frames and a gravity override, for the static topology (a closed-over model); and on a
-    fixed-base forest (a second root) whose topology is traced (a model passed to jit after
-    replace).  One compiled program per model."""
+    frames and a gravity override, for the static topology (a closed-over model: aba's closed
+    form, M^-1 (tau - h)); on a fixed-base forest (a second root: one Cholesky solve per tree)
+    with its topology static, and traced (a model passed to jit after replace: aba runs the
+    batch-last kernels' sweeps without the batch axis).  One compiled program per case."""
     from jaxdyn.dynamics import aba_unwrapped
     from jaxdyn.dynamics.rnea import rnea_recursive
     g = jnp.array([0.5, -1.0, -9.0])
@@ -59,7 +59,8 @@ def test_closed_form_rnea_and_aba_equal_the_recursive_passes():
     tree = jaxdyn.robots.random_tree(11, 0.5, 7, floating_base=True)
     fixed = jaxdyn.robots.random_tree(11, 0.5, 8)
     forest = fixed.replace(parent=fixed.parent.at[6].set(-1))
-    for m, traced, frames in ((tree, False, ("local", "world")), (forest, True, ("local",))):
+    for m, traced, frames in ((tree, False, ("local", "world")), (forest, True, ("local",)),
+                              (forest, False, ("local",))):
         states = [rand_state(m, s) for s in range(3)]
         Q, V, X = (jnp.stack(a) for a in zip(*states))
         F = jnp.asarray(np.random.default_rng(1).normal(size=(3, m.nb, 6)))
@@ -184,3 +185,28 @@ def test_singular_articulated_inertia_returns_nan():
     q, qd, tau = rand_state(m, 0)
     assert np.all(np.isnan(jaxdyn.aba(m, q, qd, tau)))
     assert np.all(np.isfinite(jaxdyn.rnea(m, q, qd, tau)))  # inverse dynamics stays defined
+
+
+def test_tree_solve_is_blockwise_with_nan_per_tree():
+    """closed_form.tree_solve: M block diagonal over trees (masks), one Cholesky per tree.  It
+    equals numpy's solve of each block; a block that is not positive definite gives NaN on
+    its own dofs only; a dof in no tree (padding) gets x = b."""
+    from jaxdyn.dynamics.closed_form import tree_solve
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(3, 3)), rng.normal(size=(2, 2))
+    A, B = A @ A.T + 3 * np.eye(3), B @ B.T + 2 * np.eye(2)
+    idx_a, idx_b = [0, 2, 5], [1, 4]                     # interleaved trees, dof 3 padded
+    M = np.zeros((6, 6))
+    M[np.ix_(idx_a, idx_a)], M[np.ix_(idx_b, idx_b)] = A, B
+    masks = np.zeros((2, 6))
+    masks[0, idx_a], masks[1, idx_b] = 1.0, 1.0
+    b = rng.normal(size=6)
+    x = np.asarray(jax.jit(lambda M, b: tree_solve(M, b, masks))(M, b))
+    np.testing.assert_allclose(x[idx_a], np.linalg.solve(A, b[idx_a]), rtol=1e-13)
+    np.testing.assert_allclose(x[idx_b], np.linalg.solve(B, b[idx_b]), rtol=1e-13)
+    assert x[3] == b[3]
+    Ms = M.copy()
+    Ms[np.ix_(idx_b, idx_b)] = [[1.0, 2.0], [2.0, 1.0]]   # indefinite block
+    x = np.asarray(tree_solve(jnp.asarray(Ms), jnp.asarray(b), masks))
+    assert np.all(np.isnan(x[idx_b])) and np.all(np.isfinite(x[idx_a] + x[3]))
+    np.testing.assert_allclose(x[idx_a], np.linalg.solve(A, b[idx_a]), rtol=1e-13)

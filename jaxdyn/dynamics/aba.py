@@ -11,7 +11,9 @@ reaches every ancestor's articulated inertia, hence the accelerations of the who
 contains body i (all bodies under the same root joint): qdd is NaN on exactly those dofs.
 Dofs of other trees stay exact (e.g. the legs of a fixed-base romeo.urdf, whose massless
 finger tips make the arms NaN: 43 of 55 dofs); with a floating base there is one tree and
-every dof is NaN.  Padded dof slots get a unit pivot and zero acceleration.
+every dof is NaN.  Padded dof slots get a unit pivot and zero acceleration.  The closed
+form of one state (:mod:`jaxdyn.dynamics.closed_form`) keeps the rule: one Cholesky
+factorization per tree, NaN on the dofs of a tree whose M block is not positive definite.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .batch import aba_batch, aba_lanes, aba_one_state
+from . import closed_form
 from .rnea import rnea_core
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
 from .common import (batched_like, body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
@@ -91,9 +94,15 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
     jvp or a vjp costs about one RNEA jvp/vjp plus one ABA solve.
     :func:`aba_unwrapped` is the same function without the rule (autodiff through the scans).
 
-    One state runs the batch-last kernel's three sweeps without the batch axis
-    (:func:`jaxdyn.dynamics.batch.aba_one_state`: a floating root outside the scan, pass 2 in
-    one sweep; fewer dependent steps than the four passes of :func:`aba_unwrapped`).
+    One f64 state of a model whose topology is known while tracing runs in closed form,
+    qdd = M^-1 (tau - h) with M and h from ancestry products and one Cholesky solve per tree
+    (:func:`jaxdyn.dynamics.closed_form.aba_closed_form`: a fixed number of operations
+    instead of three sweeps of nb steps, the short single call; as close to Pinocchio's
+    ``aba`` as Pinocchio's own ``crba`` and a Cholesky solve).  Otherwise (f32, whose solve
+    would lose cond(M) eps, or a ``jaxdyn.stack`` member) one state runs the batch-last
+    kernel's three sweeps without the batch axis (:func:`jaxdyn.dynamics.batch.aba_one_state`:
+    a floating root outside the scan, pass 2 in one sweep).  Both give NaN on exactly the
+    dofs of a tree with a singular pivot (module docstring).
     ``jax.vmap(aba)`` over states of one model runs :func:`jaxdyn.aba_batch`'s batch-last
     kernels on one device (a ``custom_vmap`` rule: your program decides the devices, e.g. by
     ``shard_map``).  An eager ``jax.vmap(aba)`` compiles with ``jaxdyn.CPU_OPTIONS``; for its
@@ -125,8 +134,9 @@ def _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame):
 
 @lru_cache(maxsize=None)
 def _batchable(f_ext_frame, cpu_options):
-    """ABA of one state (:func:`jaxdyn.dynamics.batch.aba_one_state`: the batch-last kernels'
-    sweeps without the batch axis, a floating root outside them) whose ``vmap`` over states
+    """ABA of one state (:func:`jaxdyn.dynamics.closed_form.aba_closed_form` where
+    :func:`jaxdyn.dynamics.closed_form.applies`, else :func:`jaxdyn.dynamics.batch.aba_one_state`:
+    the batch-last kernels' sweeps without the batch axis) whose ``vmap`` over states
     of one model runs :func:`jaxdyn.aba_batch` instead of batching every 6x6 product (a
     ``custom_vmap`` rule), and over a batched model (``jaxdyn.stack``) runs
     :func:`jaxdyn.dynamics.batch.aba_lanes` (a model per lane).  Batched gravity and
@@ -140,6 +150,8 @@ def _batchable(f_ext_frame, cpu_options):
         if f_ext is not None:
             X0 = world_transforms(model, joint_transforms(model, q)[0]) if f_ext_frame == "world" else None
             fx = external_forces(model, f_ext, f_ext_frame, X0)
+        if closed_form.applies(model, jnp.result_type(q, qd, tau)):
+            return closed_form.aba_closed_form(model, q, qd, tau, fx, gravity)
         return aba_one_state(model, q, qd, tau, fx, gravity)
 
     @one.def_vmap
