@@ -210,3 +210,28 @@ def test_tree_solve_is_blockwise_with_nan_per_tree():
     x = np.asarray(tree_solve(jnp.asarray(Ms), jnp.asarray(b), masks))
     assert np.all(np.isnan(x[idx_b])) and np.all(np.isfinite(x[idx_a] + x[3]))
     np.testing.assert_allclose(x[idx_a], np.linalg.solve(A, b[idx_a]), rtol=1e-13)
+
+
+def test_q_off_the_unit_sphere_is_its_projection():
+    """Quaternions and (cos, sin) pairs are normalized inside the joint transforms: at a q off
+    the unit sphere (every rotation coordinate scaled and perturbed), rnea, crba and aba of one
+    state (their closed forms) equal the same functions at jaxdyn.normalize(q), and equal the
+    recursive sweeps that their derivative rules differentiate (before the normalization the
+    closed forms, which take E^T as E^-1 elsewhere than the sweeps, differed from them by
+    O(|q| - 1)).  A floating random tree with every joint type; one compiled call."""
+    from jaxdyn.dynamics import aba_unwrapped
+    from jaxdyn.dynamics.crba import crba_sweep
+    from jaxdyn.dynamics.rnea import rnea_recursive
+    m = jaxdyn.robots.random_tree(10, 0.4, 3, floating_base=True)
+    q, qd, x = rand_state(m, 0)
+    off = q * 1.3 + 0.05 * jnp.asarray(np.random.default_rng(2).normal(size=m.nq))
+
+    def all_of(q):
+        return (jaxdyn.rnea(m, q, qd, x), jaxdyn.crba(m, q), jaxdyn.aba(m, q, qd, x),
+                rnea_recursive(m, q, qd, x, None, None, "local"), crba_sweep(m, q),
+                aba_unwrapped(m, q, qd, x))
+
+    at_off, at_unit = jax.jit(lambda a, b: (all_of(a), all_of(b)))(off, jaxdyn.normalize(m, off))
+    for i, name in enumerate(("rnea", "crba", "aba")):
+        np.testing.assert_allclose(at_off[i], at_unit[i], rtol=1e-11, atol=1e-11, err_msg=name)
+        np.testing.assert_allclose(at_off[i], at_off[i + 3], rtol=1e-10, atol=1e-10, err_msg=name + " sweeps")

@@ -16,6 +16,10 @@ FREE           7     6     position + quaternion; v = [linear; angular] in the c
 PLANAR         4     3     (x, y, cos, sin) in the parent xy-plane; v = (vx, vy, wz), child frame
 =============  ====  ====  ==========================================================
 
+Quaternions and (cos, sin) pairs are normalized before use, so a q off the unit sphere
+(e.g. a finite-difference step along a direction of R^nq) is the configuration of its
+projection, and d/dq along the radial direction is zero.
+
 All S are constant in the child frame, so the joint bias c_J is zero and the velocity-product
 term is v x (S qd) (Featherstone eq. 4.x).  S is returned angular-first (Featherstone order).
 """
@@ -83,6 +87,17 @@ def _axis_rot(axis, c, s):
     return jnp.eye(3, dtype=axis.dtype) + s * K + (1 - c) * (K @ K)
 
 
+def _unit(x):
+    """x / |x| (x = 0 stays 0).  The rotation coordinates of a joint (a quaternion, a (cos,
+    sin) pair) give an orthogonal rotation only at unit norm; normalized here, every
+    algorithm sees the same rotation for any q, so the closed forms of one state (which use
+    E^T as E^-1 in other places than the sweeps) and the sweeps that the derivative rules
+    differentiate are one function of q, on the unit sphere and off it (where a
+    finite difference along a direction of R^nq goes)."""
+    n2 = jnp.sum(x * x)
+    return x / jnp.sqrt(jnp.where(n2 > 0, n2, 1.0))
+
+
 def _one_col(k, col):
     S = jnp.zeros((6, k), col.dtype)
     return S.at[:, 0].set(col)
@@ -102,20 +117,20 @@ def _jcalc_one(t, axis, pitch, qj, k):
         col = jnp.concatenate([axis, pitch * axis if t == HELICAL else z3])
         return R.T, r, _one_col(k, col)
     if t == REVOLUTE_UB:
-        R = _axis_rot(axis, qj[0], qj[1])
+        R = _axis_rot(axis, *_unit(qj[:2]))
         return R.T, zero3, _one_col(k, jnp.concatenate([axis, z3]))
     if t == PRISMATIC:
         return eye, qj[0] * axis, _one_col(k, jnp.concatenate([z3, axis]))
     if t == SPHERICAL:
-        R = quat_to_rot(qj[:4])
+        R = quat_to_rot(_unit(qj[:4]))
         S = jnp.zeros((6, k), dt).at[:3, :3].set(eye)
         return R.T, zero3, S
     if t == FREE:
-        R = quat_to_rot(qj[3:7])
+        R = quat_to_rot(_unit(qj[3:7]))
         S = jnp.zeros((6, k), dt).at[3:, :3].set(eye).at[:3, 3:6].set(eye)
         return R.T, qj[:3], S
     if t == PLANAR:
-        R = _axis_rot(jnp.array([0.0, 0.0, 1.0], dt), qj[2], qj[3])
+        R = _axis_rot(jnp.array([0.0, 0.0, 1.0], dt), *_unit(qj[2:4]))
         S = jnp.zeros((6, k), dt).at[3, 0].set(1.0).at[4, 1].set(1.0).at[2, 2].set(1.0)
         return R.T, jnp.stack([qj[0], qj[1], 0 * qj[0]]), S
     raise ValueError(f"unknown joint type {t}")
