@@ -8,7 +8,9 @@ For each robot, dtype, algorithm and batch size B it jit-compiles ``vmap(algo)``
 plain ``jax.jit`` as a user writes it; XLA's default options) and calls ``jax.vmap(algo)``
 eagerly (compiled with ``jaxdyn.CPU_OPTIONS``), or calls the public ``jaxdyn.algo`` at top level as a user does (B = 1: jaxdyn's own jit with
 ``jaxdyn.CPU_OPTIONS``; the compile time is the first call's), and reports the median wall
-time of repeated calls divided by B.  For aba and B > 1 it also measures ``jaxdyn.aba_batch`` (the throughput ABA, called
+time of repeated calls divided by B (each call waits for its result).  For aba and B = 1 it
+also times the sweeps that one state ran before the closed form (``batch.aba_one_state``,
+row ``jaxdyn-one-state-sweeps``; what f32 still runs).  For aba and B > 1 it also measures ``jaxdyn.aba_batch`` (the throughput ABA, called
 top-level so that it compiles with ``jaxdyn.CPU_OPTIONS``) on one device and on all
 ``--host-devices`` (default: one JAX CPU device per core).  Pinocchio is measured in the same
 run: a Python loop of ``pin.aba`` / ``pin.rnea`` / ``pin.crba`` (per call, one core) and
@@ -137,6 +139,19 @@ def main():
                                                     us_per_robot_step=1e6 * t, compile_s=tc))
                         print(f"{rname:14s} eager vmap {algo:5s} {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
                               f"(first call {tc:.2f} s)", flush=True)
+                    if algo == "aba" and B == 1:
+                        # what one state ran before the closed form (and still runs in f32):
+                        # the batch-last kernel's sweeps without the batch axis
+                        from jaxdyn.dynamics.batch import aba_one_state
+                        g = jaxdyn.jit(aba_one_state)
+                        t0 = time.perf_counter()
+                        jax.block_until_ready(g(model, Q, V, T))
+                        tc = time.perf_counter() - t0
+                        t = timeit(lambda: g(model, Q, V, T).block_until_ready())
+                        results["rows"].append(dict(robot=rname, lib="jaxdyn-one-state-sweeps", algo=algo, B=B,
+                                                    dtype=dname, us_per_robot_step=1e6 * t, compile_s=tc))
+                        print(f"{rname:14s} sweeps    {algo:5s} {dname} B={B:5d} {1e6 * t:9.3f} us/robot-step "
+                              f"(compile {tc:.2f} s)", flush=True)
                     if algo != "aba" or B == 1:
                         continue
                     # the throughput ABA, called top-level (compiled with CPU_OPTIONS), on one
@@ -185,7 +200,8 @@ def plot(results, path):
     algos = sorted({r["algo"] for r in rows})
     colour = {rb: f"C{i}" for i, rb in enumerate(robots)}
     multi = sorted({r["lib"] for r in rows if r["lib"].startswith("jaxdyn-batch-")})
-    libs = [("jaxdyn", "o", "jit(vmap)"), ("jaxdyn-eager-vmap", "v", "eager vmap"), ("jaxdyn-batch", "s", "aba_batch 1 dev")]
+    libs = [("jaxdyn", "o", "jit(vmap)"), ("jaxdyn-eager-vmap", "v", "eager vmap"), ("jaxdyn-batch", "s", "aba_batch 1 dev"),
+            ("jaxdyn-one-state-sweeps", "x", "aba one-state sweeps")]
     libs += [(lib, ">" if lib.endswith("presplit") else "^",
               "aba_batch " + lib.split("-")[2].replace("dev", " dev") + (", inputs split" if lib.endswith("presplit") else ""))
              for lib in multi]
