@@ -92,9 +92,10 @@ def test_one_state_aba_as_exact_as_pinocchio_on_ill_conditioned_trees(rel, float
     """One f64 state of aba runs the closed form qdd = M^-1 (tau - h)
     (jaxdyn.dynamics.closed_form).  On trees with light links far from the root (tiago's and
     pr2's arms and grippers, cond(M) 1e6-1e7) it agrees with Pinocchio's aba to 1e-13
-    relative, as the sweeps do: the composite inertias are taken about each subtree's centre of
-    mass (about the root origin the same solve was 1.3e-11 from Pinocchio on tiago_no_hand).
-    Four states in one compiled call per robot."""
+    relative, as the sweeps do, and crba's diagonal agrees entry by entry to 1e-13: the
+    composite inertias are taken about each subtree's centre of mass (about the root origin the
+    same solve was 1.3e-11 from Pinocchio on tiago_no_hand).  Four states in one compiled call
+    per robot."""
     from helpers import ROBOTS_DIR
     from jaxdyn.dynamics import closed_form
     if ROBOTS_DIR is None:
@@ -111,8 +112,11 @@ def test_one_state_aba_as_exact_as_pinocchio_on_ill_conditioned_trees(rel, float
     hi = np.minimum(np.where(np.isfinite(pm.upperPositionLimit), pm.upperPositionLimit, 1.0), 3.0)
     Q = np.stack([pin.randomConfiguration(pm, lo, hi) for _ in range(4)])
     V, T = rng.normal(size=(2, 4, pm.nv))
-    got = jax.jit(lambda *a: jax.lax.map(lambda s: jaxdyn.aba(m, *s), a))(Q, V, T)
+    got, Mj = jax.jit(lambda *a: jax.lax.map(lambda s: (jaxdyn.aba(m, *s), jaxdyn.crba(m, s[0])), a))(Q, V, T)
     for s in range(4):
         M = pin_mass_matrix(pm, pd, Q[s])
         assert np.linalg.cond(M) > 1e4          # the case the test is about
         close(got[s], pin.aba(pm, pd, Q[s], V[s], T[s]), rtol=1e-13, err=f"state {s}")
+        # crba of one state (the same M): each diagonal entry to its own round-off
+        # (composites about the root origin: 6.6e-13 relative on tiago_no_hand's gripper)
+        np.testing.assert_allclose(np.diag(Mj[s]), np.diag(M), rtol=1e-13, err_msg=f"diag M, state {s}")

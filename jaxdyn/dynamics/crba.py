@@ -9,8 +9,11 @@ cancel catastrophically for a floating base far from the origin (relative error 
 1000 km in world coordinates, round-off in root coordinates).
 
 That sweep is :func:`crba_sweep`.  :func:`crba` computes the same sums in closed form (products
-with the ancestry matrix, :func:`jaxdyn.dynamics.derivative_sweeps.crba_terms`), for one
-state and, through a ``custom_vmap`` rule, for batch-last chunks of states.
+with the ancestry matrix): for one state with every composite inertia about its subtree's
+centre of mass (:func:`jaxdyn.dynamics.closed_form.mass_matrix`, which keeps the small
+entries of light links far from the root to their own round-off), and through a
+``custom_vmap`` rule for batch-last chunks of states
+(:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms`, composites about the root origin).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, root_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep
-from . import derivative_sweeps as ds
+from . import closed_form, derivative_sweeps as ds
 from .chunks import map_chunks
 from .common import (batched_like, body_inertias, dof_ancestry, dof_mask, dof_owner, materialize, vmap_axes,
                      with_zero_body)
@@ -50,10 +53,11 @@ def composite_inertias_world(model: Model, X0):
 def crba(model: Model, q: Configuration) -> JointMatrix:
     """Joint-space inertia matrix M(q) (nv, nv), symmetric, armature on the diagonal.
 
-    One state: the composite inertias as products with the ancestry matrix and the root
-    transforms by pointer jumping (:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms`).
-    ``jax.vmap(crba)`` over states of one model runs the same terms on batch-last chunks
-    (:func:`crba_batch`, a ``custom_vmap`` rule); over a batched model (``jaxdyn.stack``) the
+    One state: the composite inertias about the subtrees' centres of mass as products with
+    the ancestry matrix, the root transforms by pointer jumping
+    (:func:`jaxdyn.dynamics.closed_form.mass_matrix`, the M that one state of
+    :func:`jaxdyn.aba` solves with).  ``jax.vmap(crba)`` over states of one model runs the
+    root-frame terms on batch-last chunks (:func:`crba_batch`, a ``custom_vmap`` rule); over a batched model (``jaxdyn.stack``) the
     vmapped sweep (:func:`crba_sweep`).  Derivatives differentiate :func:`crba_sweep` (a
     ``custom_jvp`` rule)."""
     check_state(model, q=q)
@@ -70,7 +74,7 @@ _crba.defjvp(lambda primals, tangents: jax.jvp(crba_sweep, primals, tangents))
 
 @jax.custom_batching.custom_vmap
 def _crba_one(model, q):
-    return ds.crba_terms(model, *ds.state_transforms(model, q))
+    return closed_form.mass_matrix(model, q)
 
 
 @_crba_one.def_vmap
