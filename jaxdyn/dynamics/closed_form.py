@@ -26,7 +26,7 @@ import numpy as np
 from ..model.model import Model
 from ..spatial.linalg import cross3, mv
 from . import derivative_sweeps as ds
-from .common import tree_dof_masks
+from .common import tree_dof_masks, with_zero_body
 
 
 def applies(model: Model, dtype) -> bool:
@@ -60,10 +60,10 @@ def composite_mass_matrix(model: Model, topo: ds.Topology, kin: ds.Kinematics):
     mc, Isum = sums[0], sums[4:].reshape(3, 3, nb)
     C = jnp.where(mc[None] > 0, sums[1:4] / jnp.where(mc > 0, mc, 1.0)[None], 0.0)
     d = p[:, None, :] - C[:, :, None]                                  # (3, c, i): p_i - C_c
-    P = ((m[:, None] * anc).T[None] * d)[:, None] * d[None]                  # m_i d d^T, (3, 3, c, i)
-    P = P.sum(-1)
+    P = (((m[:, None] * anc).T[None] * d)[:, None] * d[None]).sum(-1)  # sum_i m_i d d^T (3, 3, c)
     Icom = Isum + (P[0, 0] + P[1, 1] + P[2, 2])[None, None] * jnp.eye(3, dtype=P.dtype)[:, :, None] - P
-    G = ds._gather(jnp.concatenate([Icom.reshape(9, nb), C, mc[None]]), topo.body, 1, nb)  # per dof
+    per_body = jnp.concatenate([Icom.reshape(9, nb), C, mc[None]]).T               # (nb, 13)
+    G = with_zero_body(per_body)[jnp.asarray(topo.body)].T                          # per dof (13, nv)
     Id, Cd, md = G[:9].reshape(3, 3, -1), G[9:12], G[12]
     w, v = kin.J[:3], kin.J[3:]
     mu = md[None] * (v + cross3(w, Cd))

@@ -57,8 +57,8 @@ def crba(model: Model, q: Configuration) -> JointMatrix:
     the ancestry matrix, the root transforms by pointer jumping
     (:func:`jaxdyn.dynamics.closed_form.mass_matrix`, the M that one state of
     :func:`jaxdyn.aba` solves with).  ``jax.vmap(crba)`` over states of one model runs the
-    root-frame terms on batch-last chunks (:func:`crba_batch`, a ``custom_vmap`` rule); over a batched model (``jaxdyn.stack``) the
-    vmapped sweep (:func:`crba_sweep`).  Derivatives differentiate :func:`crba_sweep` (a
+    root-frame terms on batch-last chunks (:func:`crba_batch`, a ``custom_vmap`` rule); over
+    a batched model (``jaxdyn.stack``) the vmapped sweep (:func:`crba_sweep`).  Derivatives differentiate :func:`crba_sweep` (a
     ``custom_jvp`` rule)."""
     check_state(model, q=q)
     return _crba(model, q)
