@@ -23,17 +23,32 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model.model import Model
+from ..kinematics import ancestors
+from ..model.model import Model, tree_arrays
 from ..spatial.linalg import cross3, mv
 from . import derivative_sweeps as ds
-from .common import tree_dof_masks, with_zero_body
+from .common import dof_owner, with_zero_body
 
 
 def applies(model: Model, dtype) -> bool:
     """Whether one state of ``model`` in ``dtype`` runs :func:`aba_closed_form`: f64, a
-    topology known while tracing (:func:`jaxdyn.dynamics.common.tree_dof_masks`; not a
+    topology known while tracing (:func:`tree_dof_masks`; not a
     ``jaxdyn.stack``), at least one dof."""
     return model.nv > 0 and jnp.dtype(dtype) == jnp.float64 and tree_dof_masks(model) is not None
+
+
+def tree_dof_masks(model: Model):
+    """(T, nv) 0/1 numpy array: row t marks the dofs of the t-th tree that has dofs (a root
+    body, parent -1, and the bodies below it; M is block diagonal over the trees): the
+    ancestry rows of the dofs' bodies (:func:`jaxdyn.kinematics.ancestors`) at the root
+    columns.  Padded dofs (``stack``; body nb, the zero row) are in no tree.  None when the
+    topology is traced (:func:`jaxdyn.model.model.tree_arrays`)."""
+    parent, _ = tree_arrays(model)
+    if not isinstance(parent, np.ndarray):
+        return None
+    body, _ = dof_owner(model)
+    masks = ancestors(model)[body][:, parent < 0].T
+    return masks[masks.any(1)]
 
 
 def composite_mass_matrix(model: Model, topo: ds.Topology, kin: ds.Kinematics):
@@ -77,9 +92,7 @@ def mass_matrix(model: Model, q):
     the small entries of M (light links far from the root) to round-off of their own size:
     tiago_no_hand's diagonal 1.5e-15 relative to Pinocchio's, against 6.6e-13 with the
     composites about the root origin."""
-    E, r, S = ds.state_transforms(model, q)
-    topo = ds.topology(model)
-    kin = ds.kinematics(model, topo, E, r, S, jnp.zeros(model.nv, E.dtype))
+    topo, kin = _kinematics(model, q)
     return composite_mass_matrix(model, topo, kin)
 
 
@@ -87,16 +100,22 @@ def mass_and_bias(model: Model, q, qd, fx=None, gravity=None):
     """M (nv, nv) (:func:`composite_mass_matrix`, with armature) and h (nv,), the joint forces
     at qdd = 0 (without armature), of one state q (nq,), qd (nv,); ``fx`` (6, nb): external
     forces [n; f] in the body frames, or None."""
-    E, r, S = ds.state_transforms(model, q)
-    topo = ds.topology(model)
-    kin = ds.kinematics(model, topo, E, r, S, qd, gravity)
+    topo, kin = _kinematics(model, q, qd, gravity)
     _, _, h = ds.joint_forces(model, topo, kin, jnp.zeros_like(qd), fx=fx)
     return composite_mass_matrix(model, topo, kin), h
 
 
+def _kinematics(model: Model, q, qd=None, gravity=None):
+    """(:func:`ds.topology`, :func:`ds.kinematics`) of one state; qd None: at rest."""
+    E, r, S = ds.state_transforms(model, q)
+    topo = ds.topology(model)
+    qd = jnp.zeros(model.nv, E.dtype) if qd is None else qd
+    return topo, ds.kinematics(model, topo, E, r, S, qd, gravity)
+
+
 def tree_solve(M, b, masks):
     """x = M^-1 b for M (nv, nv) block diagonal over trees given by ``masks`` (T, nv) 0/1
-    (:func:`jaxdyn.dynamics.common.tree_dof_masks`): one Cholesky factorization per tree, so
+    (:func:`tree_dof_masks`): one Cholesky factorization per tree, so
     a block that is not positive definite gives NaN on its own dofs only (ABA's rule, see
     :mod:`jaxdyn.dynamics.aba`); dofs in no tree (``stack`` padding) get x = b."""
     cho_solve = jax.scipy.linalg.cho_solve

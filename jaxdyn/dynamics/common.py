@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from .. import spatial as sp
@@ -146,24 +145,6 @@ def dof_owner(model: Model):
     hit = vidx.reshape(-1)[None, :] == xp.arange(model.nv, dtype=vidx.dtype)[:, None]   # (nv, nb k)
     flat = xp.where(hit.any(1), xp.argmax(hit, 1), nb * k).astype(xp.int32)
     return flat // k, flat % k
-
-
-def tree_dof_masks(model: Model):
-    """(T, nv) 0/1 numpy array: row t marks the dofs of the t-th tree that has dofs (a tree: a
-    root body, parent -1, and everything below it; M is block diagonal over the trees).
-    Padded dofs (``stack``) are in no row.  None when the topology is traced
-    (:func:`jaxdyn.model.model.tree_arrays`)."""
-    parent, _ = tree_arrays(model)
-    if not isinstance(parent, np.ndarray):
-        return None
-    root = np.arange(model.nb)
-    for i in range(model.nb):                      # topological order: parent[i] < i
-        if parent[i] >= 0:
-            root[i] = root[parent[i]]
-    body, _ = dof_owner(model)
-    dof_root = np.where(body < model.nb, root[np.minimum(body, max(model.nb - 1, 0))], -1)
-    trees = np.unique(dof_root[dof_root >= 0])
-    return (dof_root[None, :] == trees[:, None]).astype(np.float64)
 
 
 def with_zero_body(x):
