@@ -187,6 +187,44 @@ def test_singular_articulated_inertia_returns_nan():
     assert np.all(np.isfinite(jaxdyn.rnea(m, q, qd, tau)))  # inverse dynamics stays defined
 
 
+def test_every_method_is_nan_on_the_singular_tree_only():
+    """A fixed-base forest whose first tree ends in a massless leaf on a joint (its M block is
+    singular) and a regular second tree: every forward-dynamics method gives NaN on exactly
+    the first tree's dofs, every M^-1 method on exactly its rows and columns (ABA's rule, the
+    module docstring of jaxdyn.dynamics.aba); on the second tree each equals numpy's solve /
+    inverse of that tree's own M block."""
+    r = np.random.default_rng(0)
+    nb = 6
+    mass, inertia = r.uniform(0.5, 2, nb), np.tile(np.eye(3) * 0.1, (nb, 1, 1))
+    mass[2], inertia[2] = 0.0, 0.0                                # massless leaf on a prismatic joint
+    m = jaxdyn.build_model(parent=[-1, 0, 1, -1, 3, 3],
+                           jtype=["revolute", "spherical", "prismatic", "revolute", "revolute", "helical"],
+                           Xtree_E=np.stack([np.asarray(jaxdyn.spatial.exp3(jnp.asarray(r.normal(size=3))))
+                                             for _ in range(nb)]),
+                           Xtree_r=r.normal(size=(nb, 3)), axis=np.tile([0, 0, 1.0], (nb, 1)),
+                           pitch=np.full(nb, 0.1), mass=mass, com=r.normal(size=(nb, 3)) * 0.1, inertia=inertia,
+                           damping=np.full(8, 0.2))                            # nv = 8
+    q, qd, tau = rand_state(m, 1)
+
+    @jax.jit
+    def everything(q, qd, tau):
+        fd = jnp.stack([jaxdyn.forward_dynamics(m, q, qd, tau, method=k) for k in jaxdyn.methods()])
+        mi = jnp.stack([jaxdyn.minv(m, q, method=k) for k in jaxdyn.minv_methods()])
+        return fd, mi, jaxdyn.crba(m, q), jaxdyn.rnea(m, q, qd, jnp.zeros_like(qd))
+    fd, mi, M, h = (np.asarray(x) for x in everything(q, qd, tau))
+    vidx = np.asarray(m.vidx)
+    A = np.unique(vidx[:3][vidx[:3] < m.nv])                      # the dofs of bodies 0-2 (first tree)
+    B = np.setdiff1d(np.arange(m.nv), A)
+    MB = M[np.ix_(B, B)]
+    want = np.linalg.solve(MB, (np.asarray(tau) - 0.2 * np.asarray(qd) - h)[B])
+    for k, x in zip(jaxdyn.methods(), fd):
+        assert np.isnan(x[A]).all() and np.isfinite(x[B]).all(), (k, x)
+        np.testing.assert_allclose(x[B], want, rtol=1e-10, atol=1e-10, err_msg=k)
+    for k, x in zip(jaxdyn.minv_methods(), mi):
+        assert np.isnan(x[A]).all() and np.isnan(x[:, A]).all() and np.isfinite(x[np.ix_(B, B)]).all(), k
+        np.testing.assert_allclose(x[np.ix_(B, B)], np.linalg.inv(MB), rtol=1e-10, atol=1e-12, err_msg=k)
+
+
 def test_tree_solve_is_blockwise_with_nan_per_tree():
     """closed_form.tree_solve: M block diagonal over trees (masks), one Cholesky per tree.  It
     equals numpy's solve of each block; a block that is not positive definite gives NaN on

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from .._typing import BodyWrenches, Configuration, Gravity, Tangent
 from ..model.model import Model, check_state
 from .aba import aba
+from . import closed_form
 from .crba import crba
 from .registry import FD_METHODS as _METHODS, methods, register_method
 from .rnea import rnea
@@ -20,10 +21,17 @@ def _fd_aba(model, q, qd, tau, f_ext=None, gravity=None):
 
 @register_method("crba")
 def _fd_crba(model, q, qd, tau, f_ext=None, gravity=None):
-    """CRBA + Cholesky: qdd = M^-1 (tau - h), h from RNEA with qdd = 0 (O(n^3) reference)."""
+    """CRBA + Cholesky: qdd = M^-1 (tau - h), h from RNEA with qdd = 0 (O(n^3) reference).
+    One Cholesky factorization per tree when the topology is known while tracing
+    (:func:`jaxdyn.dynamics.closed_form.tree_solve`), so a tree whose M block is singular
+    gets NaN on its own dofs only, as with ABA; else (a ``jaxdyn.stack`` member) one for
+    the whole M."""
     M = crba(model, q)
     h = rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
-    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
+    masks = closed_form.tree_dof_masks(model)
+    if masks is None:
+        return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
+    return closed_form.tree_solve(M, tau - h, masks)
 
 
 @cpu_jit(static_argnames=('method',))

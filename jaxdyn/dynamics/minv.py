@@ -1,6 +1,8 @@
 """M(q)^-1 by a registered method (``minv_methods()``): "aba" (one ABA factorization and the
-tau-linear passes per unit vector, O(n nv)), "cholesky" (CRBA + Cholesky inverse), and
-"operator" (Rodriguez-Kreutz innovations inverse, registered by the operator module)."""
+tau-linear passes per unit vector, O(n nv)), "cholesky" (CRBA + Cholesky inverse, one
+factorization per tree), and "operator" (Rodriguez-Kreutz innovations inverse, registered by
+the operator module).  A tree with a singular pivot (a massless leaf on a joint) gives NaN
+on its own rows and columns with every method."""
 from __future__ import annotations
 
 
@@ -12,6 +14,7 @@ from ..errors import ArgumentError
 from ..model.model import Model, check_state
 from .aba import ABAFactor, aba_factor, aba_solve
 from .crba import crba
+from . import closed_form
 from .registry import MINV_METHODS, minv_methods, register_minv
 from ..compiled import cpu_jit
 
@@ -33,10 +36,18 @@ def minv_from_factor(model: Model, fac: ABAFactor):
 
 @register_minv("cholesky")
 def _minv_cholesky(model: Model, q):
+    """CRBA + Cholesky inverse.  One factorization per tree when the topology is known while
+    tracing (:func:`jaxdyn.dynamics.closed_form.tree_solve` on every unit vector), so a tree
+    whose M block is singular gets NaN on its own rows and columns only, as with "aba";
+    else (a ``jaxdyn.stack`` member) one for the whole M."""
     M = crba(model, q)
-    L = jnp.linalg.cholesky(M)
-    Li = jax.scipy.linalg.solve_triangular(L, jnp.eye(model.nv, dtype=M.dtype), lower=True)
-    return Li.T @ Li
+    I = jnp.eye(model.nv, dtype=M.dtype)
+    masks = closed_form.tree_dof_masks(model)
+    if masks is None:
+        Li = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(M), I, lower=True)
+        return Li.T @ Li
+    Mi = jax.vmap(lambda e: closed_form.tree_solve(M, e, masks), out_axes=1)(I)
+    return 0.5 * (Mi + Mi.T)
 
 
 @cpu_jit(static_argnames=('method',))
