@@ -32,6 +32,8 @@ import functools
 
 import jax
 
+from .errors import ArgumentError
+
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
 """XLA:CPU compiler options of jaxdyn's top-level calls.  For the same compile and run times in
 your own function around jaxdyn calls, compile it with :func:`jit` (``jaxdyn.jit``), which
@@ -116,6 +118,8 @@ def cpu_jit(fun=None, *, static_argnames=()):
     ``jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS).lower(...)``."""
     if fun is None:
         return functools.partial(cpu_jit, static_argnames=static_argnames)
+    if not callable(fun):
+        raise ArgumentError(f"jaxdyn.jit needs a function to compile, got {type(fun).__name__}")
     for_options, for_default = _traced_for(fun, True), _traced_for(fun, False)
     cpu = jax.jit(for_options, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
     nested = {True: jax.jit(for_options, static_argnames=static_argnames),

@@ -165,6 +165,7 @@ def test_runtime_argument_catalogue():
         (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6), np.int64), np.zeros((2, 6)), np.zeros((2, 6))),
          ShapeError, r"q must be a floating-point array"),
         (lambda: jaxdyn.aba_batch(m, None, np.zeros((2, 6)), np.zeros((2, 6))), ShapeError, r"q must be an array"),
+        (lambda: jaxdyn.jit(jaxdyn.aba(m, z, z, z)), ArgumentError, r"jaxdyn.jit needs a function.*got ArrayImpl"),
     ]
     for fn, exc, pat in cases:
         with pytest.raises(exc, match=pat):
