@@ -46,17 +46,19 @@ def _identity_like(Xup):
                         jnp.zeros(Xup.r.shape[1:], Xup.r.dtype))
 
 
-def world_transforms(model: Model, Xup):
+def world_transforms(model: Model, Xup, keep=None):
     """0->body Transforms with leading axis nb + 1 (slot nb = world identity).  Xup: E
-    (nb, 3, 3, ...), r (nb, 3, ...) (one state, by pointer jumping, or batch-last stacks, by
-    a sweep)."""
-    if Xup.E.ndim == 3:
-        return _by_pointer_jumping(model, Xup)
+    (nb, 3, 3, ...), r (nb, 3, ...): one state, or batch-last stacks of states of one
+    model, by pointer jumping (:func:`_by_pointer_jumping`); ``keep`` (batch-last: a fusion
+    barrier, see :mod:`jaxdyn.dynamics.batch`) is applied after each of its steps.  Stacks
+    of models with a parent per lane (``jaxdyn.stack`` in the lanes kernels) by a sweep."""
+    if jnp.ndim(model.parent) == 1:
+        return _by_pointer_jumping(model, Xup, keep)
     X0, _ = forward_sweep(_fk_step, model, _identity_like(Xup), Xup)
     return X0
 
 
-def root_transforms(model: Model, Xup):
+def root_transforms(model: Model, Xup, keep=None):
     """body -> its tree's root body frame Transforms, leading axis nb + 1 (slot nb: identity).
 
     As :func:`world_transforms` with every root joint (parent = -1) taken as the identity:
@@ -66,16 +68,17 @@ def root_transforms(model: Model, Xup):
     root = (model.parent < 0).reshape((-1,) + (1,) * (Xup.E.ndim - 1))
     I = _identity_like(Xup)
     Xl = sp.Transform(jnp.where(root, I.E[None], Xup.E), jnp.where(root[:, 0], I.r[None], Xup.r))
-    return world_transforms(model, Xl)
+    return world_transforms(model, Xl, keep)
 
 
-def _by_pointer_jumping(model: Model, Xup):
-    """:func:`world_transforms` of one state (E (nb, 3, 3), r (nb, 3)) by pointer jumping:
+def _by_pointer_jumping(model: Model, Xup, keep=None):
+    """:func:`world_transforms` (E (nb, 3, 3, ...), r (nb, 3, ...)) by pointer jumping:
     every body holds the transform from some ancestor a_i's frame (first its parent's) and
     takes over a_i's, X_i <- X_i X_(a_i), a_i <- a_(a_i), until every a_i is the world:
     ceil(log2 depth) steps on all bodies at once (a static topology) or ceil(log2 nb) (a
-    traced one), instead of nb sequential steps, which cost one state more time than their
-    arithmetic."""
+    traced one), instead of nb sequential steps, which cost more time than their arithmetic
+    (one state: latency; a batch-last chunk: a few kernels instead of a scan step's per body).
+    ``keep`` after each step (None: none)."""
     nb = model.nb
     parent, _ = tree_arrays(model)
     xp = array_module(parent)
@@ -86,12 +89,13 @@ def _by_pointer_jumping(model: Model, Xup):
         while np.any(b < nb):
             steps, b = steps + 1, b[b]
     I = _identity_like(Xup)
-    E = jnp.moveaxis(jnp.concatenate([Xup.E, I.E[None]]), 0, -1)      # (3, 3, nb + 1): component-first
-    r = jnp.moveaxis(jnp.concatenate([Xup.r, I.r[None]]), 0, -1)      # (3, nb + 1)
+    keep = (lambda x: x) if keep is None else keep
+    E = jnp.moveaxis(jnp.concatenate([Xup.E, I.E[None]]), 0, 2)       # (3, 3, nb + 1, ...): component-first
+    r = jnp.moveaxis(jnp.concatenate([Xup.r, I.r[None]]), 0, 1)       # (3, nb + 1, ...)
     for _ in range(steps):
-        X = sp.compose(sp.Transform(E, r), sp.Transform(E[..., a], r[..., a]))
-        E, r, a = X.E, X.r, a[a]
-    return sp.Transform(jnp.moveaxis(E, -1, 0), jnp.moveaxis(r, -1, 0))
+        X = sp.compose(sp.Transform(E, r), sp.Transform(jnp.take(E, a, axis=2), jnp.take(r, a, axis=1)))
+        (E, r), a = keep((X.E, X.r)), a[a]
+    return sp.Transform(jnp.moveaxis(E, 2, 0), jnp.moveaxis(r, 1, 0))
 
 
 @cpu_jit
