@@ -14,8 +14,9 @@ trailing axis and an optional batch axis after it:
 ``...`` is empty for one state and (C,) for a chunk of C states of one model.  Each tree is
 expressed in its root body's frame at q (see :mod:`jaxdyn.dynamics.crba`).  Sums over the
 bodies a dof moves, and over subtrees, are products with the model's constant 0/1 ancestry
-matrices (one matrix product per quantity instead of a sweep); only the root transforms
-need a sweep.
+matrices (one matrix product per quantity instead of a sweep); the root transforms take
+ceil(log2 depth) pointer-jumping steps (:func:`jaxdyn.kinematics.root_transforms`), so no
+term sweeps over the bodies.
 """
 from __future__ import annotations
 
