@@ -93,7 +93,7 @@ def _by_pointer_jumping(model: Model, Xup, keep=None):
     E = jnp.moveaxis(jnp.concatenate([Xup.E, I.E[None]]), 0, 2)       # (3, 3, nb + 1, ...): component-first
     r = jnp.moveaxis(jnp.concatenate([Xup.r, I.r[None]]), 0, 1)       # (3, nb + 1, ...)
     for _ in range(steps):
-        X = sp.compose(sp.Transform(E, r), sp.Transform(jnp.take(E, a, axis=2), jnp.take(r, a, axis=1)))
+        X = sp.compose(sp.Transform(E, r), sp.Transform(E[:, :, a], r[:, a]))
         (E, r), a = keep((X.E, X.r)), a[a]
     return sp.Transform(jnp.moveaxis(E, 2, 0), jnp.moveaxis(r, 1, 0))
 
