@@ -117,9 +117,10 @@ def tree_solve(M, b, masks):
     """x = M^-1 b for M (nv, nv) block diagonal over trees given by ``masks`` (T, nv) 0/1
     (:func:`tree_dof_masks`): one Cholesky factorization per tree, so
     a block that is not positive definite gives NaN on its own dofs only (ABA's rule, see
-    :mod:`jaxdyn.dynamics.aba`); dofs in no tree (``stack`` padding) get x = b."""
+    :mod:`jaxdyn.dynamics.aba`); dofs in no tree (``stack`` padding) get x = b.  ``masks``
+    None (the topology is traced, a ``jaxdyn.stack`` member): one factorization of M."""
     cho_solve = jax.scipy.linalg.cho_solve
-    if masks.shape[0] == 1 and masks.all():
+    if masks is None or (masks.shape[0] == 1 and masks.all()):
         return cho_solve((jnp.linalg.cholesky(M), True), b)
     inside = masks[:, :, None] * masks[:, None, :] > 0
     Mt = jnp.where(inside, M[None], 0.0) + np.eye(M.shape[0])[None] * (1.0 - masks)[:, None, :]   # (T, nv, nv)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 
-import jax
 import jax.numpy as jnp
 
 from .._typing import BodyWrenches, Configuration, Gravity, Tangent
@@ -28,10 +27,7 @@ def _fd_crba(model, q, qd, tau, f_ext=None, gravity=None):
     the whole M."""
     M = crba(model, q)
     h = rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
-    masks = closed_form.tree_dof_masks(model)
-    if masks is None:
-        return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
-    return closed_form.tree_solve(M, tau - h, masks)
+    return closed_form.tree_solve(M, tau - h, closed_form.tree_dof_masks(model))
 
 
 @cpu_jit(static_argnames=('method',))

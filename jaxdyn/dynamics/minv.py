@@ -41,12 +41,8 @@ def _minv_cholesky(model: Model, q):
     whose M block is singular gets NaN on its own rows and columns only, as with "aba";
     else (a ``jaxdyn.stack`` member) one for the whole M."""
     M = crba(model, q)
-    I = jnp.eye(model.nv, dtype=M.dtype)
     masks = closed_form.tree_dof_masks(model)
-    if masks is None:
-        Li = jax.scipy.linalg.solve_triangular(jnp.linalg.cholesky(M), I, lower=True)
-        return Li.T @ Li
-    Mi = jax.vmap(lambda e: closed_form.tree_solve(M, e, masks), out_axes=1)(I)
+    Mi = jax.vmap(lambda e: closed_form.tree_solve(M, e, masks), out_axes=1)(jnp.eye(model.nv, dtype=M.dtype))
     return 0.5 * (Mi + Mi.T)
 
 
