@@ -82,6 +82,34 @@ def test_puma_100_step_gradient_matches_central_differences():
     assert abs(float(g[99, 5])) > 1e-6       # the last row acts (it is no longer skipped)
 
 
+def test_rollout_without_a_controller_compiles_once_and_a_controller_is_read_every_call():
+    """Zero / held torques: one compiled program per structure, steps and options, so a second
+    call with new q0, dt, t0 and torques compiles nothing and equals its own closed form (the
+    gantry).  A controller function is traced on every call: one that reads a global gain
+    follows the gain (no stale program), and equals the held constant torque it produces."""
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, duration, **kw: compiles.append(event) if event.endswith("backend_compile_duration") else None)
+    U = np.random.default_rng(1).normal(size=(2, 9, 3)) * 10
+    for stepper in ("rk4", "abm"):
+        jaxdyn.rollout(gantry(), np.zeros(3), np.zeros(3), U[0], dt=0.1, steps=9, stepper=stepper)
+        n = len(compiles)
+        tr = jaxdyn.rollout(gantry(), np.ones(3), np.zeros(3), U[1], dt=0.05, steps=9, stepper=stepper, t0=2.0)
+        assert len(compiles) == n, (stepper, compiles[n:])
+        q, qd = gantry_exact(U[1], 0.05, stepper)
+        np.testing.assert_allclose(tr.q, q + 1.0, atol=1e-12)
+        np.testing.assert_allclose(tr.qd, qd, atol=1e-12)
+        np.testing.assert_allclose(tr.t, 2.0 + 0.05 * np.arange(10), atol=1e-14)
+    gain = [1.0]
+    ctrl = lambda t, q, qd: gain[0] * jnp.array([60.0, 50.0, 30.0])
+    for g in (1.0, 2.0):
+        gain[0] = g
+        tr = jaxdyn.rollout(gantry(), np.zeros(3), np.zeros(3), ctrl, dt=0.1, steps=9, stepper="rk4")
+        q, qd = gantry_exact(np.tile(g * np.array([60.0, 50.0, 30.0]), (9, 1)), 0.1, "rk4")
+        np.testing.assert_allclose(tr.qd, qd, atol=1e-12)
+        np.testing.assert_allclose(tr.q, q, atol=1e-12)
+
+
 def test_torque_array_length_must_equal_steps():
     m = jaxdyn.robots.puma560()
     with pytest.raises(ShapeError, match=r"torques must have shape \(steps, nv\) = \(100, 6\).*got \(50, 6\)"):

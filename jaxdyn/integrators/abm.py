@@ -25,14 +25,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ..model.configuration import integrate
+from ..tree import scan_carry
 from .rk4 import rk4
 
 _AB_V = np.array([-9.0, 37.0, -59.0, 55.0]) / 24        # oldest first: a_{n-3} .. a_n
 _AB_Q = np.array([-38.0, 159.0, -264.0, 323.0]) / 360
 _AM_V = np.array([1.0, -5.0, 19.0, 9.0]) / 24           # a_{n-2}, a_{n-1}, a_n, a*
 _AM_Q = np.array([7.0, -36.0, 171.0, 38.0]) / 360
+_WEIGHTS = np.array([[np.append(_AB_V, 0.0), np.append(_AB_Q, 0.0)],     # on (a_{n-3} .. a_n, a*)
+                     [np.insert(_AM_V, 0, 0.0), np.insert(_AM_Q, 0, 0.0)]])
 
 
 def abm_init(model, dyn_for, t, q, qd, dt):
@@ -40,16 +44,18 @@ def abm_init(model, dyn_for, t, q, qd, dt):
 
     Returns the states [(q, qd)] at t + dt, t + 2 dt, t + 3 dt, the acceleration history
     (4, nv) at t .. t + 3 dt (the one at t + i dt under ``dyn_for(i)``) and the state history
-    (qs (4, nq), vs (4, nv)) at t .. t + 3 dt.
+    (qs (4, nq), vs (4, nv)) at t .. t + 3 dt.  The three steps are one ``lax.scan`` and the
+    history one vmapped evaluation (the dynamics is compiled twice, not seven times).
     """
-    hist = [dyn_for(0)(t, q, qd)]
-    states, qs, vs = [], [q], [qd]
-    for i in range(3):
-        q, qd = rk4(model, dyn_for(i), t + i * dt, q, qd, dt)
-        states.append((q, qd))
-        qs.append(q); vs.append(qd)
-        hist.append(dyn_for(i + 1)(t + (i + 1) * dt, q, qd))
-    return states, jnp.stack(hist), (jnp.stack(qs), jnp.stack(vs))
+    def start_step(x, i):
+        x = rk4(model, dyn_for(i), t + i.astype(qd.dtype) * dt, *x, dt)
+        return x, x
+
+    ks = jnp.arange(3)
+    _, (qs, vs) = lax.scan(start_step, scan_carry(start_step, (q, qd), ks), ks)
+    qs, vs = jnp.concatenate([q[None], qs]), jnp.concatenate([qd[None], vs])
+    hist = jax.vmap(lambda i, q, qd: dyn_for(i)(t + i.astype(qd.dtype) * dt, q, qd))(jnp.arange(4), qs, vs)
+    return [(qs[i], vs[i]) for i in range(1, 4)], hist, (qs, vs)
 
 
 def history_at(dyn, t, dt, qs, vs):
@@ -60,7 +66,7 @@ def history_at(dyn, t, dt, qs, vs):
 
 
 def _advance(model, q, qd, dt, wv, wq, a):
-    """q (+) (dt qd + dt^2 wq.a),  qd + dt wv.a  for weights (4,) and accelerations a (4, nv)."""
+    """q (+) (dt qd + dt^2 wq.a),  qd + dt wv.a  for weights (m,) and accelerations a (m, nv)."""
     wv, wq = jnp.asarray(wv, a.dtype), jnp.asarray(wq, a.dtype)   # float64 constants
     return integrate(model, q, qd + dt * (wq @ a), dt), qd + dt * (wv @ a)
 
@@ -68,11 +74,17 @@ def _advance(model, q, qd, dt, wv, wq, a):
 def abm4(model, dyn, t, q, qd, dt, hist):
     """One PECE step from (t, q (nq,), qd (nv,)); hist (4, nv) accelerations, oldest first.
 
-    Returns (q, qd, hist) at t + dt with the history shifted by one.
+    Returns (q, qd, hist) at t + dt with the history shifted by one.  The two evaluations
+    (predicted a*, corrected a_n+1) are one ``lax.scan`` over the weight rows of AB4 and AM4
+    on (hist, a*) (5, nv), so the dynamics is compiled once per step.
     """
-    qp, vp = _advance(model, q, qd, dt, _AB_V, _AB_Q, hist)
-    ap = dyn(t + dt, qp, vp)
-    corr = jnp.concatenate([hist[1:], ap[None]], 0)
-    qn, vn = _advance(model, q, qd, dt, _AM_V, _AM_Q, corr)
-    an = dyn(t + dt, qn, vn)
-    return qn, vn, jnp.concatenate([hist[1:], an[None]], 0)
+    W = jnp.asarray(_WEIGHTS, hist.dtype)                          # (2 passes, v / q, 5)
+
+    def evaluate(acc, w):
+        qi, vi = _advance(model, q, qd, dt, w[0], w[1], acc)
+        a = dyn(t + dt, qi, vi)
+        return acc.at[4].set(a), (qi, vi)
+
+    acc = jnp.concatenate([hist, jnp.zeros_like(hist[:1])])
+    acc, (qs, vs) = lax.scan(evaluate, scan_carry(evaluate, acc, W), W)
+    return qs[1], vs[1], acc[1:]

@@ -25,6 +25,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..model.configuration import integrate
+from ..tree import scan_carry
+from .common import stage_state
 
 # Fehlberg's coefficients
 _C = (0.0, 1 / 4, 3 / 8, 12 / 13, 1.0, 1 / 2)
@@ -58,19 +60,28 @@ def rkf45_step(model, dyn, t, q, qd, h):
 
     Returns (q5 (nq,), qd5 (nv,), err_q (nv,), err_v (nv,)): the 5th-order state and the
     embedded error estimate (tangent-space for q).
+
+    The six stages are one ``lax.scan`` over the rows of the tableau (stage i reads the
+    stacked derivatives K (6, nv) with row i of A, zero from column i on), so the dynamics
+    is traced and compiled once per step instead of six times (as :func:`jaxdyn.integrators.rk4.rk4`;
+    a rollout of the planar 3R compiled in 7.7 s with six copies).
     """
-    kv, ka = [], []
-    for i in range(6):
-        dq = sum((a * kv[j] for j, a in enumerate(_A[i])), jnp.zeros_like(qd))
-        dv = sum((a * ka[j] for j, a in enumerate(_A[i])), jnp.zeros_like(qd))
-        qi, vi = integrate(model, q, dq, h), qd + h * dv
-        kv.append(vi)
-        ka.append(dyn(t + _C[i] * h, qi, vi))
-    dq5 = sum(b * k for b, k in zip(_B5, kv))
-    dv5 = sum(b * k for b, k in zip(_B5, ka))
-    eq = h * sum((b5 - b4) * k for b5, b4, k in zip(_B5, _B4, kv))
-    ev = h * sum((b5 - b4) * k for b5, b4, k in zip(_B5, _B4, ka))
-    return integrate(model, q, dq5, h), qd + h * dv5, eq, ev
+    dtype = jnp.result_type(qd)
+    n = len(_C)
+    A = jnp.asarray([list(row) + [0.0] * (n - len(row)) for row in _A], dtype)     # (6, 6)
+
+    def stage(K, ic):
+        i, c, a = ic
+        Kv, Ka = K
+        qi, vi = stage_state(model, q, qd, a @ Kv, a @ Ka, h)
+        ai = dyn(t + c * h, qi, vi)
+        return (Kv.at[i].set(vi), Ka.at[i].set(ai)), None
+
+    z = jnp.zeros((n,) + qd.shape, dtype)
+    xs = (jnp.arange(n), jnp.asarray(_C, dtype), A)
+    (Kv, Ka), _ = lax.scan(stage, scan_carry(stage, (z, z), xs), xs)
+    b5, d = jnp.asarray(_B5, dtype), jnp.asarray(_B5, dtype) - jnp.asarray(_B4, dtype)
+    return integrate(model, q, b5 @ Kv, h), qd + h * (b5 @ Ka), h * (d @ Kv), h * (d @ Ka)
 
 
 def _finite(*xs):

@@ -14,7 +14,8 @@ from jax import lax
 from ..dynamics.forward import forward_dynamics
 from ..errors import ArgumentError
 from ..tree import varying_like
-from .controllers import controls
+from .controllers import HeldLaw, controls
+from ..compiled import cpu_jit
 from .steppers import STEPPERS, StepOptions
 
 
@@ -86,9 +87,43 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       became non-finite (the rollout never silently freezes).  Joint position limits are not
       enforced (``model.q_lower/q_upper`` are data for users).  ``vmap`` over q0 / qd0 /
       controls / stacked models works as usual.
+
+    Compilation: without a controller function (None, a torque array, a constant vector) the
+    whole rollout is one compiled program per model structure, ``steps`` and options, which
+    later calls with new states, torques, dt or t0 reuse.  With a controller function (or a
+    :class:`HeldLaw`) it is traced on every call, because the function may read Python state
+    that changed since the last one; to reuse its program, wrap your own loop in ``jax.jit``.
     """
     if stepper not in STEPPERS:
         raise ArgumentError(f"unknown stepper {stepper!r}; choose from {tuple(STEPPERS)}")
+    steps = _check_steps(steps)
+    dt = _check_dt(dt)
+    options = (stepper, method, rtol, atol, chunk, stabilization)
+    if not callable(controller_or_torques) and not isinstance(controller_or_torques, HeldLaw) and _hashable(options):
+        return _compiled_rollout(model, q0, qd0, controller_or_torques, dt, t0, steps=steps, options=options)
+    return _rollout(model, q0, qd0, controller_or_torques, dt, steps, *options, t0)
+
+
+def _hashable(x):
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True
+
+
+@cpu_jit(static_argnames=("steps", "options"))
+def _compiled_rollout(model, q0, qd0, torques, dt, t0, steps, options):
+    """:func:`rollout` without a user function in it (zero or held torques): one compiled
+    program per structure, steps and options, reused by later calls.  A rollout under a
+    controller (any Python callable, which may read state that changes between calls) is
+    traced anew on every call instead (:func:`_rollout`)."""
+    return _rollout(model, q0, qd0, torques, dt, steps, *options, t0)
+
+
+def _rollout(model, q0, qd0, controller_or_torques, dt, steps, stepper, method, rtol, atol, chunk,
+             stabilization, t0):
+    """:func:`rollout` once its arguments are checked (``steps`` a Python int)."""
     from ..constraints import ClosedModel, GraspSystem, LeggedSystem, constrained_forward_dynamics
     closed = model if isinstance(model, (ClosedModel, GraspSystem, LeggedSystem)) else None
     if closed is not None:
@@ -109,8 +144,6 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
 
         def accel(q, qd, tau):
             return forward_dynamics(model, q, qd, tau, method=method)
-    steps = _check_steps(steps)
-    dt = _check_dt(dt)
     q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
     dtype = qd0.dtype
     tau_at, held = controls(model, controller_or_torques, steps, dtype)
