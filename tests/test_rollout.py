@@ -130,6 +130,13 @@ def test_steps_and_dt_types():
             jaxdyn.rollout(m, np.zeros(3), np.zeros(3), dt=bad, steps=2)
     with pytest.raises(ArgumentError, match="unknown stepper"):
         jaxdyn.rollout(m, np.zeros(3), np.zeros(3), steps=2, stepper="rk5")
+    # a float32 (or integer) state of a float64 model runs in float64, as the same state in float64
+    U = np.random.default_rng(2).normal(size=(4, 3))
+    ref = jaxdyn.rollout(m, np.full(3, 0.5), np.zeros(3), U, dt=0.1, steps=4, stepper="abm")
+    for q0, qd0 in ((np.full(3, 0.5, np.float32), np.zeros(3, np.float32)), (np.full(3, 0.5), np.zeros(3, np.int32))):
+        tr = jaxdyn.rollout(m, q0, qd0, U, dt=0.1, steps=4, stepper="abm")
+        assert tr.q.dtype == tr.qd.dtype == jnp.float64
+        np.testing.assert_array_equal(tr.q, ref.q)
 
 
 def test_traced_dt_jit_and_gradient():

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ..dynamics.forward import forward_dynamics
@@ -85,7 +86,8 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       :class:`Trajectory`; ``tau[k]`` is the torque of sample k (for a torque array U,
       ``tau[k] = U[k]`` and the last row repeats ``U[-1]``).  ``ok`` is False when the state
       became non-finite (the rollout never silently freezes).  Joint position limits are not
-      enforced (``model.q_lower/q_upper`` are data for users).  ``vmap`` over q0 / qd0 /
+      enforced (``model.q_lower/q_upper`` are data for users).  The state is promoted to the
+      model's float type where that is wider (an f32 state of an f64 model runs in f64).  ``vmap`` over q0 / qd0 /
       controls / stacked models works as usual.
 
     Compilation: without a controller function (None, a torque array, a constant vector) the
@@ -145,7 +147,8 @@ def _rollout(model, q0, qd0, controller_or_torques, dt, steps, stepper, method, 
         def accel(q, qd, tau):
             return forward_dynamics(model, q, qd, tau, method=method)
     q0, qd0 = jnp.asarray(q0), jnp.asarray(qd0)
-    dtype = qd0.dtype
+    dtype = np.promote_types(np.promote_types(q0.dtype, qd0.dtype), model.mass.dtype)
+    q0, qd0 = q0.astype(dtype), qd0.astype(dtype)       # the model's accelerations are carried
     tau_at, held = controls(model, controller_or_torques, steps, dtype)
     st, opts = STEPPERS[stepper], StepOptions(rtol, atol, held)
 
