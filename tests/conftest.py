@@ -76,11 +76,3 @@ def _named_errors(request):
         yield
     finally:
         jaxtyping.config.update("jaxtyping_disable", False)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _free_compiled_programs():
-    """Drop compiled executables after each module: thousands of live XLA:CPU programs in one
-    process crashed jaxlib 0.10 here (segfault after ~1000 compilations)."""
-    yield
-    jax.clear_caches()
