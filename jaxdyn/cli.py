@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 GC_THRESHOLDS = (100_000, 50, 100)
 """Python's cyclic-GC thresholds in the ``jaxdyn`` command (and the test run): at the defaults
-(700, 10, 10) the collector runs every 700 allocations and walks JAX's trace objects, ~5 % of
-the CPU time of tracing and compiling (perf); ``jaxdyn trajopt`` on its default config took
-32-35 s instead of 36-37 s, the same peak memory.  Set by :func:`main` only: importing
+(700, 10, 10) the collector runs every 700 allocations and walks JAX's trace objects, a
+noticeable share of the CPU time of tracing and compiling (figures:
+``benchmarks/results/design_measurements.md``).  Set by :func:`main` only: importing
 jaxdyn leaves your process's collector as it is."""
 
 

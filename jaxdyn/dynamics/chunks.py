@@ -19,9 +19,9 @@ from ..tree import inside_shard_map
 
 MULTI_DEVICE_MIN_WORK = 20000
 """B * nb from which :func:`jaxdyn.aba_batch` and :func:`jaxdyn.derivatives_batch` split the batch over all CPU devices by default: below it
-the fixed cost of a multi-device call (placing the inputs on both devices; ~1.5 ms before the
-model's copy was cached by :func:`replicated`) outweighs the second core (crossovers measured
-with ``benchmarks/bench_core.py``: panda B ~ 2048-4096, g1 B ~ 512)."""
+the fixed cost of a multi-device call (placing the inputs on both devices) outweighs the
+second core (crossovers measured with ``benchmarks/bench_core.py``; figures:
+``benchmarks/results/design_measurements.md``)."""
 
 
 def map_chunks(fn, xs, chunk, devices=1):
@@ -85,9 +85,9 @@ _REPLICATED = ObjectCache(8)
 def replicated(tree, devices):
     """``tree`` (a model) replicated on the first ``devices`` devices, as the multi-device batch
     program reads it, cached per object (:class:`ObjectCache`): a model committed to one
-    device is otherwise copied leaf by leaf on every multi-device call (20 leaves: ~1.3 ms, a
-    sixth of panda's ``aba_batch`` of 4096 states on two devices).  One device, or traced
-    leaves (inside a caller's jit): ``tree`` unchanged."""
+    device is otherwise copied leaf by leaf on every multi-device call (a large part of a
+    4096-state ``aba_batch`` on two devices: ``benchmarks/results/design_measurements.md``).
+    One device, or traced leaves (inside a caller's jit): ``tree`` unchanged."""
     if devices == 1 or traced(tree):
         return tree
     return _REPLICATED.get(tree, devices, lambda: jax.device_put(tree, NamedSharding(batch_mesh(devices), P())))

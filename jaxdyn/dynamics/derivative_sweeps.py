@@ -176,12 +176,12 @@ def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, 
 
 def _pair(x, y):
     """(c, k) -> sum_i x[i, c] y[i, k] for x, y (n, nv, ...) -> (nv, nv, ...).  This is
-    ``linalg.mm(tr(x), y)`` without materializing tr(x): that form ran talos' ABA derivatives
-    at 104-130 us/state instead of 79-88."""
+    ``linalg.mm(tr(x), y)`` without materializing tr(x), which was slower, as was a reduction
+    over the leading axis (figures: ``benchmarks/results/design_measurements.md``)."""
     if x.ndim == 2:
         return x.T @ y
-    out = x[0][:, None] * y[0][None]                   # unrolled: a reduction over the leading
-    for i in range(1, x.shape[0]):                     # axis ran ~15x slower on XLA:CPU
+    out = x[0][:, None] * y[0][None]                   # unrolled over the leading axis
+    for i in range(1, x.shape[0]):
         out = out + x[i][:, None] * y[i][None]
     return out
 
@@ -269,8 +269,8 @@ def _spd_inverse_jvp(primals, tangents):
 
 
 def matmul(A, B):
-    """A @ B for (n, n, ...) stacks, as one batched dot (not :func:`jaxdyn.spatial.linalg.mm`:
-    for 38 x 38 x 76 per state the batched dot was 21 us, the unrolled sum 35 us)."""
+    """A @ B for (n, n, ...) stacks, as one batched dot (not :func:`jaxdyn.spatial.linalg.mm`,
+    whose unrolled sum was slower at these sizes: ``benchmarks/results/design_measurements.md``)."""
     if A.ndim == 2:
         return A @ B
     return jnp.moveaxis(jnp.moveaxis(A, -1, 0) @ jnp.moveaxis(B, -1, 0), 0, -1)
@@ -296,8 +296,8 @@ def aba_derivatives_terms(model: Model, E, r, S, qd, tau, gravity=None, keep=sam
     M = mass_matrix(model, topo, ICW[1], kin.J, keep)
     Mi = keep(spd_inverse(M))
     b = tau - h                    # each product kept: fused, the three nested M^-1 / M products
-    qdd = keep(mv(Mi, b))          # were recomputed for every element of J qdd (panda, a chunk of 64:
-    qdd = keep(qdd + mv(Mi, keep(b - mv(M, qdd))))                     # 15 of its 25 us per state)
+    qdd = keep(mv(Mi, b))          # were recomputed for every element of J qdd
+    qdd = keep(qdd + mv(Mi, keep(b - mv(M, qdd))))
     a, F, _ = joint_forces(model, topo, kin, qdd, keep)
     dq, dv = assemble(model, topo, kin, a, F, ICW, keep)
     return -matmul(Mi, dq), -matmul(Mi, dv), Mi

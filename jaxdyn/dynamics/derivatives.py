@@ -177,10 +177,8 @@ def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
 
 
 CHUNK = {"aba": 16, "rnea": 32}
-"""Default states per chunk of :func:`derivatives_batch` per ``fn`` (measured on a 2-core
-x86 VM, f64, one device, B = 2048: ABA's derivatives panda 12-13 us/state at 16 vs 16 at 32,
-talos_reduced 85 vs 88, anymal_c and g1 equal; RNEA's panda 7.6 at 32 vs 8.1-8.5 at 16,
-talos 51 vs 53-59; 24 was slower than both)."""
+"""Default states per chunk of :func:`derivatives_batch` per ``fn``: the faster of 16, 24
+and 32 on one CPU device, B = 2048 (figures: ``benchmarks/results/design_measurements.md``)."""
 
 
 def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="analytic", devices=None):

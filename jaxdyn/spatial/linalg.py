@@ -12,10 +12,8 @@ With trailing batch axes, products are explicit sums of broadcast multiplies: XL
 into one loop over the trailing axes (a vectorized loop over C), which is what makes the
 batch-last layout fast on CPU, where a batched ``dot`` is slow (``docs/architecture.md``).
 A single object (no trailing axes) takes one ``dot`` (``jnp.cross`` for 3-vectors) instead:
-one kernel, and a much smaller program to differentiate and compile (measured: grad of
-``aba`` on talos_reduced compiled in 4.2 s with dots and 9.8 s with the explicit sums; a
-gradient test of every forward-dynamics method in 29 s with ``jnp.cross`` and 39 s with the
-component stacks).  Under ``jax.vmap`` a function sees the single-object shapes, so it keeps
+one kernel, and a much smaller program to differentiate and compile (figures:
+``benchmarks/results/design_measurements.md``).  Under ``jax.vmap`` a function sees the single-object shapes, so it keeps
 the dots, which vmap batches.
 """
 from __future__ import annotations

@@ -133,7 +133,7 @@ def congruence(X: Transform, I, keep=_same):
     rotate by E, then shift by r (~230 multiplies instead of 432 for two 6x6 products).
     ``keep`` is applied to every intermediate product (as in :func:`apply_force_T`).  One
     object (I of shape (6, 6)) takes two 6x6 dots instead: a smaller program to differentiate
-    and compile (measured: a gradient test compiled 18 % faster)."""
+    and compile (figures: ``benchmarks/results/design_measurements.md``)."""
     if I.ndim == 2:                 # one object: two 6x6 dots (a smaller program to differentiate)
         X6 = to_matrix(X)
         return X6.T @ I @ X6
