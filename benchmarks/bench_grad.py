@@ -186,7 +186,8 @@ def plot(res, path, Bmax):
               ("aba_derivatives (autodiff, B=64)", "aba_derivatives_autodiff_us_B64"),
               ("grad through aba (implicit rule)", [k for k in res["robots"][names[0]] if k.startswith("grad_aba_implicit_us")][0]),
               ("grad through aba_unwrapped", [k for k in res["robots"][names[0]] if k.startswith("grad_aba_unwrapped_us")][0])]
-    series = [(lab, key) for lab, key in series if key is not None]
+    series = [(lab, key) for lab, key in series                  # rows of the batches measured
+              if key is not None and all(key in res["robots"][n] for n in names)]
     fig, ax = plt.subplots(figsize=(10, 4.5))
     wdt = 0.8 / len(series)
     for j, (lab, key) in enumerate(series):
