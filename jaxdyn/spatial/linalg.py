@@ -13,8 +13,8 @@ into one loop over the trailing axes (a vectorized loop over C), which is what m
 batch-last layout fast on CPU, where a batched ``dot`` is slow (``docs/architecture.md``).
 A single object (no trailing axes) takes one ``dot`` (``jnp.cross`` for 3-vectors) instead:
 one kernel, and a much smaller program to differentiate and compile (figures:
-``benchmarks/results/design_measurements.md``).  Under ``jax.vmap`` a function sees the single-object shapes, so it keeps
-the dots, which vmap batches.
+``benchmarks/results/design_measurements.md``).  Under ``jax.vmap`` a function sees the
+single-object shapes, so it keeps the dots, which vmap batches.
 """
 from __future__ import annotations
 
