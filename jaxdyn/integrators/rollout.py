@@ -12,11 +12,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..compiled import cpu_jit
 from ..dynamics.forward import forward_dynamics
 from ..errors import ArgumentError
 from ..tree import varying_like
 from .controllers import HeldLaw, controls
-from ..compiled import cpu_jit
 from .steppers import STEPPERS, StepOptions
 
 
@@ -87,8 +87,8 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       ``tau[k] = U[k]`` and the last row repeats ``U[-1]``).  ``ok`` is False when the state
       became non-finite (the rollout never silently freezes).  Joint position limits are not
       enforced (``model.q_lower/q_upper`` are data for users).  The state is promoted to the
-      model's float type where that is wider (an f32 state of an f64 model runs in f64).  ``vmap`` over q0 / qd0 /
-      controls / stacked models works as usual.
+      model's float type where that is wider (an f32 state of an f64 model runs in f64).
+      ``vmap`` over q0 / qd0 / controls / stacked models works as usual.
 
     Compilation: without a controller function (None, a torque array, a constant vector) the
     whole rollout is one compiled program per model structure, ``steps`` and options, which
