@@ -88,18 +88,24 @@ def test_rollout_without_a_controller_compiles_once_and_a_controller_is_read_eve
     gantry).  A controller function is traced on every call: one that reads a global gain
     follows the gain (no stale program), and equals the held constant torque it produces."""
     compiles = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, duration, **kw: compiles.append(event) if event.endswith("backend_compile_duration") else None)
+
+    def listen(event, duration, **kw):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(event)
     U = np.random.default_rng(1).normal(size=(2, 9, 3)) * 10
-    for stepper in ("rk4", "abm"):
-        jaxdyn.rollout(gantry(), np.zeros(3), np.zeros(3), U[0], dt=0.1, steps=9, stepper=stepper)
-        n = len(compiles)
-        tr = jaxdyn.rollout(gantry(), np.ones(3), np.zeros(3), U[1], dt=0.05, steps=9, stepper=stepper, t0=2.0)
-        assert len(compiles) == n, (stepper, compiles[n:])
-        q, qd = gantry_exact(U[1], 0.05, stepper)
-        np.testing.assert_allclose(tr.q, q + 1.0, atol=1e-12)
-        np.testing.assert_allclose(tr.qd, qd, atol=1e-12)
-        np.testing.assert_allclose(tr.t, 2.0 + 0.05 * np.arange(10), atol=1e-14)
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:                          # the listener is process-wide: removed once the counts are taken
+        for stepper in ("rk4", "abm"):
+            jaxdyn.rollout(gantry(), np.zeros(3), np.zeros(3), U[0], dt=0.1, steps=9, stepper=stepper)
+            n = len(compiles)
+            tr = jaxdyn.rollout(gantry(), np.ones(3), np.zeros(3), U[1], dt=0.05, steps=9, stepper=stepper, t0=2.0)
+            assert len(compiles) == n, (stepper, compiles[n:])
+            q, qd = gantry_exact(U[1], 0.05, stepper)
+            np.testing.assert_allclose(tr.q, q + 1.0, atol=1e-12)
+            np.testing.assert_allclose(tr.qd, qd, atol=1e-12)
+            np.testing.assert_allclose(tr.t, 2.0 + 0.05 * np.arange(10), atol=1e-14)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
     gain = [1.0]
     ctrl = lambda t, q, qd: gain[0] * jnp.array([60.0, 50.0, 30.0])
     for g in (1.0, 2.0):
