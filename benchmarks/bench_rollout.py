@@ -8,8 +8,9 @@ other q0, dt and torques, with the controls given two ways:
 
 * ``held``: a (steps, nv) torque array (no Python function in the rollout: one compiled
   program per structure, steps and options, reused by the second call);
-* ``function``: the same torques through a controller function ``ctrl(t, q, qd)``, which
-  ``rollout`` traces on every call (it may read Python state that changed).
+* ``function``: a controller function ``ctrl(t, q, qd)`` returning a constant torque (the
+  array's first row; what is timed is the tracing, not the torques), which ``rollout``
+  traces on every call (it may read Python state that changed).
 
 Each first call is made in a fresh compilation cache (``jax.clear_caches()``).  Writes JSON
 and a PNG plot.
