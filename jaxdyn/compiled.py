@@ -34,10 +34,21 @@ import jax
 
 from .errors import ArgumentError
 
-CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256}
+CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256,
+               "xla_cpu_experimental_ynn_fusion_type": ""}
 """XLA:CPU compiler options of jaxdyn's top-level calls.  For the same compile and run times in
 your own function around jaxdyn calls, compile it with :func:`jit` (``jaxdyn.jit``), which
-passes them and traces jaxdyn's kernels for them."""
+passes them and traces jaxdyn's kernels for them.  The empty YNN fusion list keeps every
+fusion in XLA's own loop emitters: by default XLA:CPU hands small reductions and dots
+(e.g. the sums over a 6-vector and the products with a constant ancestry matrix) to YNNPACK
+one call each, which made ``aba_batch`` 12-35 % slower and one-state calls 1-2 µs slower per
+such call (``benchmarks/results/design_measurements.md``)."""
+
+DOT_OPTIONS = {**CPU_OPTIONS, "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+""":data:`CPU_OPTIONS` with dot products handed to YNNPACK: the analytical derivatives
+(``aba_derivatives``, ``rnea_derivatives``, ``derivatives_batch``), whose (nv, nv) matrix
+products and ancestry products are dots, ran as fast as with XLA's defaults with these and
+4-12 % slower with :data:`CPU_OPTIONS`."""
 
 try:                                    # the cheap test; a caller's jit may close over concrete arrays
     from jax._src.core import trace_state_clean as _trace_state_clean
@@ -105,10 +116,12 @@ def _traced_for(fun, cpu_options):
     return run
 
 
-def cpu_jit(fun=None, *, static_argnames=()):
+def cpu_jit(fun=None, *, static_argnames=(), options=None):
     """``jax.jit(fun, static_argnames=...)`` whose top-level calls on the CPU backend, and
     calls under eager ``jax.vmap`` only (:func:`_vmap_only`), are compiled with
-    :data:`CPU_OPTIONS`; usable as ``@cpu_jit`` or ``@cpu_jit(static_argnames=(...))``.
+    :data:`CPU_OPTIONS` (or ``options``, e.g. :data:`DOT_OPTIONS`); usable as ``@cpu_jit`` or
+    ``@cpu_jit(static_argnames=(...))``.  Both option sets use the legacy emitters, so the
+    kernels are traced for them alike (:func:`for_cpu_options`).
     Nested in a caller's jit, grad or shard_map it is the plain jit (``compiler_options``
     are only accepted on a top-level jit), traced for the options of the outermost jaxdyn
     call around it if there is one, else for XLA's defaults (:func:`for_cpu_options`).
@@ -117,11 +130,12 @@ def cpu_jit(fun=None, *, static_argnames=()):
     ``jax.vmap`` of it, whose ``jax.jit(...).lower`` then calls it); to lower, use
     ``jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS).lower(...)``."""
     if fun is None:
-        return functools.partial(cpu_jit, static_argnames=static_argnames)
+        return functools.partial(cpu_jit, static_argnames=static_argnames, options=options)
     if not callable(fun):
         raise ArgumentError(f"jaxdyn.jit needs a function to compile, got {type(fun).__name__}")
     for_options, for_default = _traced_for(fun, True), _traced_for(fun, False)
-    cpu = jax.jit(for_options, static_argnames=static_argnames, compiler_options=CPU_OPTIONS)
+    cpu = jax.jit(for_options, static_argnames=static_argnames,
+                  compiler_options=CPU_OPTIONS if options is None else options)
     nested = {True: jax.jit(for_options, static_argnames=static_argnames),
               False: jax.jit(for_default, static_argnames=static_argnames)}
 

@@ -446,3 +446,21 @@ def test_cpu_options_reach_eager_vmap_only():
     close(jax.jit(va)(m, q, v, t), ref, 1e-12)
     g = jax.grad(lambda t: jnp.sum(va(m, q, v, t) ** 2))(t)
     close(g, jax.jit(jax.grad(lambda t: jnp.sum(va(m, q, v, t) ** 2)))(t), 1e-10)
+
+
+def test_cpu_options_keep_fusions_out_of_ynnpack():
+    """jaxdyn.CPU_OPTIONS turns off XLA:CPU's YNNPACK fusions (each a library call, which
+    made the batch-last sweeps slower), and DOT_OPTIONS hands it dots only: no reduction or
+    elementwise fusion goes to YNNPACK under either.  Checked on the compiled text of a
+    program with a small reduction and a dot, so a jaxlib that reads the option differently
+    fails here instead of silently changing the kernels."""
+    from jaxdyn.compiled import DOT_OPTIONS
+    x, A, y = jnp.ones((128, 6, 7)), jnp.ones((30, 30)), jnp.ones((30, 96))
+    f = lambda x, A, y: (x.sum(-1), A @ y, jnp.tanh(y) * 2 + y)
+
+    def ynn_ops(options):
+        text = jax.jit(f, compiler_options=options).lower(x, A, y).compile().as_text()
+        return [ln.split(" = ")[1].split("(")[0] for ln in text.splitlines()
+                if '"__ynn_fusion"' in ln and " fusion(" in ln]
+    assert ynn_ops(jaxdyn.CPU_OPTIONS) == []
+    assert all("30,96" in s for s in ynn_ops(DOT_OPTIONS)), ynn_ops(DOT_OPTIONS)

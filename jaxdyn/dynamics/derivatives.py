@@ -60,7 +60,7 @@ from ..model.model import Model, check_state
 from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
-from ..compiled import cpu_jit, for_cpu_options, tracing_for
+from ..compiled import DOT_OPTIONS, cpu_jit, for_cpu_options, tracing_for
 from .chunks import device_count, map_chunks, replicated, split_rows
 from .common import batched_like, materialize, vmap_axes
 from .minv import minv
@@ -141,7 +141,7 @@ def _batchable(fn, cpu_options):
     return terms
 
 
-@cpu_jit(static_argnames=("method",))
+@cpu_jit(static_argnames=("method",), options=DOT_OPTIONS)
 def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
                      method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
     """(dtau_dq (nv, nv), dtau_dqd (nv, nv), M (nv, nv)) of tau = RNEA(q, qd, qdd).
@@ -158,7 +158,7 @@ def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
     return dq, dv, crba(model, q)
 
 
-@cpu_jit(static_argnames=("method",))
+@cpu_jit(static_argnames=("method",), options=DOT_OPTIONS)
 def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
                     method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
     """(dqdd_dq (nv, nv), dqdd_dqd (nv, nv), Minv (nv, nv)) of qdd = ABA(q, qd, tau).
@@ -188,7 +188,8 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
     Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn``) one after the other,
     so memory stays bounded: the analytic method on batch-last chunks
     (:mod:`jaxdyn.dynamics.derivative_sweeps`; a top-level call on CPU is compiled with
-    ``jaxdyn.CPU_OPTIONS``; inside your own function compile it with ``jaxdyn.jit``), autodiff
+    :data:`jaxdyn.compiled.DOT_OPTIONS`; inside your own function compile it with
+    ``jaxdyn.jit``), autodiff
     as vmapped chunks.
     The result equals ``vmap`` of the per-state function.
 
@@ -223,4 +224,5 @@ def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method, devices):
     return map_chunks(lambda _, x: f(*x), (Q, QD, X), chunk, devices)
 
 
-_batch_compiled = cpu_jit(_derivatives_batch, static_argnames=("fn", "chunk", "method", "devices"))
+_batch_compiled = cpu_jit(_derivatives_batch, static_argnames=("fn", "chunk", "method", "devices"),
+                         options=DOT_OPTIONS)
