@@ -43,7 +43,7 @@ import numpy as np
 from .._typing import BatchConfiguration, BatchTangent, BatchWrenches, Gravity
 from .. import spatial as sp
 from ..errors import ArgumentError, ShapeError
-from ..model.model import Model, floating_root_layout
+from ..model.model import Model, floating_root_layout, tree_arrays
 from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep
@@ -52,8 +52,8 @@ from ..compiled import cpu_jit
 from .chunks import ObjectCache, device_count, map_chunks, replicated, split_rows
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
-from .common import (body_inertia_matrices, check_gravity, dof_mask, gravity_acceleration, materialize,
-                     per_body, pivot_addend, scatter_dofs, slice_barrier)
+from .common import (body_inertia_matrices, check_gravity, dof_mask, dof_owner, gravity_acceleration,
+                     materialize, per_body, pivot_addend, scatter_dofs, slice_barrier, take_static)
 
 # ---------------------------------------------------------------- layout: fusion barriers
 # The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
@@ -149,6 +149,24 @@ def _body_constants(model: Model, dt, batch=(1,)):
     return I6, padarm
 
 
+def _slots(model: Model, qd, tau, free, k, one, lanes, per_state):
+    """qd and tau in per-body joint slots for :func:`aba_layout_kernel`: for each, (the root's
+    slots (model.k, ...) or None, the scanned bodies' slots (nb - o, k, ...)), batch-last, for
+    the plan ``free, k`` (:func:`_layout`; o = 1 when the root is outside the scan).  Static
+    topology: read by :func:`jaxdyn.dynamics.common.take_static` (one slice for a humanoid's
+    dofs after its free joint), else gathered per state."""
+    o = int(bool(free))
+    _, vidx = tree_arrays(model) if not lanes else (None, None)
+    if isinstance(vidx, np.ndarray):
+        bs = () if one else (qd.shape[0],)
+
+        def at(x, idx):
+            xt = x if one else x.T
+            return take_static(jnp.concatenate([xt, jnp.zeros((1,) + bs, xt.dtype)]), idx)
+        return tuple((at(x, vidx[0]) if free else None, at(x, vidx[o:, :k])) for x in (qd, tau))
+    return tuple((b[0] if free else None, b[o:, :k]) for b in (per_state(per_body, qd), per_state(per_body, tau)))
+
+
 def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, lanes=False):
     """ABA on one chunk, q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv),
     or on one state, q (nq,), qd, tau (nv,), fx (nb, 6) -> qdd (nv,) (then without fusion
@@ -175,7 +193,7 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     nb, o = model.nb, int(bool(free))                                       # o: first scanned body
     jt = lambda bodies, ts, kk: per_state(lambda m, x: _joint_transforms(m, x, bodies, ts, kk), q)
     E1, r1, S1 = jt(slice(o, nb), types, k)
-    qdb, taub = per_state(per_body, qd), per_state(per_body, tau)
+    qdb, taub = _slots(model, qd, tau, free, k, one, lanes, per_state)
     fx = last(fx)
     parent = lane(model.parent)[o:]
     if free and lanes:   # a stack's padded bodies are roots that the plan hangs from the root: no f_ext
@@ -189,10 +207,10 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     else:
         v0 = jnp.zeros((6,) + bs, dt)
     _, (c, pA) = forward_sweep(_kept(velocity_step, one), tree, v0,
-                               (idx, E1, r1, S1, qdb[o:, :k], I6[o:], fx[o:]))
+                               (idx, E1, r1, S1, qdb[1], I6[o:], fx[o:]))
     IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6) + bs)
     (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2(one), tree, (IA0, pA),
-                                                 (idx, E1, r1, S1, padarm[o:, :k], c, taub[o:, :k]))
+                                                 (idx, E1, r1, S1, padarm[o:, :k], c, taub[1]))
     a0b = jnp.broadcast_to(a0.reshape((6,) + (1,) * len(bs)) if a0.ndim == 1 else a0, (6,) + bs)
     if free:   # body 0 (S0: model.k columns, unused ones zero): its pass 2 and 3 steps, the world as parent
         _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0]))
@@ -208,6 +226,14 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         return out[:-1] + m.v_pad.astype(dt) * t
 
     q0 = qdd0 if free else jnp.zeros((6,) + bs, dt)
+    body, slot = dof_owner(model) if not lanes else (None, None)
+    if isinstance(body, np.ndarray):             # static topology: each dof read from [q0, qddb], batch-last
+        at = np.where(body < o, slot, (o * model.k if free else 0) + (body - o) * k + slot)
+        at = np.where((body < nb) & ((body < o) | (slot < k)), at, o * model.k + (nb - o) * k)
+        flat = jnp.concatenate(([q0[:model.k]] if free else []) + [qddb.reshape((-1,) + bs), jnp.zeros((1,) + bs, dt)])
+        out = take_static(flat, at)
+        vp = model.v_pad.astype(dt)
+        return out + vp * tau if one else out.T + vp[None] * tau
     if one:
         return scatter(model, qddb, q0, tau)
     first = lambda a: jnp.moveaxis(a, -1, 0)
@@ -277,7 +303,7 @@ def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
     init = (jnp.zeros((6, C), dt), jnp.broadcast_to(a0[:, None], (6, C)))
     _, f = forward_sweep(_kept(rnea_forward_step, False), model, init, (idx, E, r, S, qdb, qddb, I6))
     _, taub = backward_sweep(_kept(rnea_backward_step, False), model, f, (idx, E, r, S))
-    tau = jax.vmap(partial(scatter_dofs, model), in_axes=-1)(taub)
+    tau = jnp.moveaxis(scatter_dofs(model, taub), -1, 0)
     return tau + model.armature.astype(dt)[None] * qdd
 
 

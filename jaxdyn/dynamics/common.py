@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .. import spatial as sp
@@ -36,13 +37,51 @@ def gravity_acceleration(model: Model, gravity=None):
     return jnp.concatenate([jnp.zeros(3, g.dtype), -g])
 
 
+STATIC_RUNS = 16
+"""Most contiguous runs for which :func:`take_static` slices instead of gathering."""
+
+
+def take_static(x, idx):
+    """x[idx] along axis 0 for a numpy index array ``idx`` (any shape): the slices of its
+    contiguous runs, concatenated, when there are at most :data:`STATIC_RUNS` of them, else
+    a gather.  Dof vectors and per-body slots are mostly in order (e.g. a humanoid's dofs
+    after the free joint are one run), and XLA:CPU ran the gathers and scatters between
+    them slower than slices (``benchmarks/results/design_measurements.md``)."""
+    flat = np.asarray(idx).reshape(-1)
+    if flat.size == 0:
+        return jnp.zeros((0,) + x.shape[1:], x.dtype).reshape(np.shape(idx) + x.shape[1:])
+    cut = np.flatnonzero(np.diff(flat) != 1) + 1
+    if len(cut) >= STATIC_RUNS:
+        return x[idx]
+    parts = [x[int(a[0]):int(a[0]) + len(a)] for a in np.split(flat, cut)]
+    out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    return out.reshape(np.shape(idx) + x.shape[1:])
+
+
 def per_body(model: Model, x):
     """Gather an (nv,) vector into (nb, k) per-body joint slots (0 on unused slots)."""
-    return gather(x, model.vidx)
+    _, vidx = tree_arrays(model)
+    if isinstance(vidx, np.ndarray):
+        return take_static(jnp.concatenate([x, jnp.zeros((1,), x.dtype)]), vidx)
+    return gather(x, vidx)
 
 
 def scatter_dofs(model: Model, vals, base=None):
-    """(nb, k) per-body values -> (nv,) vector (unused slots dropped)."""
+    """(nb, k, ...) per-body values -> (nv, ...) (unused slots dropped; ``...`` batch axes,
+    ``base`` (nv, ...) or None).  With a static topology
+    (:func:`jaxdyn.model.model.tree_arrays`) each dof's slot (:func:`dof_owner`) is read by
+    :func:`take_static`; else a scatter-add per state."""
+    body, slot = dof_owner(model)
+    rest = vals.shape[2:]
+    if isinstance(body, np.ndarray):
+        flat = jnp.concatenate([vals.reshape((-1,) + rest), jnp.zeros((1,) + rest, vals.dtype)])
+        out = take_static(flat, np.where(body < model.nb, body * model.k + slot, model.nb * model.k))
+        return out if base is None else base + out
+    if rest:
+        one = lambda v, b: scatter_dofs(model, v, b)
+        for _ in rest:
+            one = jax.vmap(one, in_axes=(-1, None if base is None else -1), out_axes=-1)
+        return one(vals, base)
     out = jnp.zeros(model.nv + 1, vals.dtype) if base is None else \
         jnp.concatenate([base, jnp.zeros((1,), base.dtype)])
     return out.at[model.vidx.reshape(-1)].add(vals.reshape(-1))[:-1]
@@ -50,7 +89,7 @@ def scatter_dofs(model: Model, vals, base=None):
 
 def dof_mask(model: Model):
     """(nb, k) 1.0 where the joint slot is a real dof, else 0."""
-    return (model.vidx < model.nv).astype(model.Xtree_r.dtype)
+    return jnp.asarray(tree_arrays(model)[1] < model.nv).astype(model.Xtree_r.dtype)
 
 
 def pivot_addend(model: Model):
