@@ -464,3 +464,17 @@ def test_cpu_options_keep_fusions_out_of_ynnpack():
                 if '"__ynn_fusion"' in ln and " fusion(" in ln]
     assert ynn_ops(jaxdyn.CPU_OPTIONS) == []
     assert all("30,96" in s for s in ynn_ops(DOT_OPTIONS)), ynn_ops(DOT_OPTIONS)
+
+
+def test_take_static_equals_indexing():
+    """common.take_static (slices of the index's contiguous runs, a gather past STATIC_RUNS
+    runs) equals numpy indexing for in-order, permuted, repeated, 2-D and empty indices."""
+    from jaxdyn.dynamics.common import STATIC_RUNS, take_static
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    cases = [np.arange(40), np.arange(5, 12), np.array([3, 4, 5, 0, 1, 39]), np.array([7, 7, 2]),
+             np.arange(6, 30).reshape(8, 3), np.arange(0, 40, 2)[:STATIC_RUNS + 3], np.zeros((0,), int),
+             np.zeros((2, 0), int)]
+    for idx in cases:
+        got = take_static(jnp.asarray(x), idx)
+        assert got.shape == x[idx].shape, (idx, got.shape)
+        np.testing.assert_array_equal(np.asarray(got), x[idx])
