@@ -1,7 +1,7 @@
 """Core-dynamics throughput: µs per robot-step for rnea / crba / aba, jaxdyn vs Pinocchio.
 
 Usage: python benchmarks/bench_core.py [--robots panda,g1] [--batches 1,64,4096]
-         [--dtypes f64,f32] [--algos aba,rnea,crba] [--host-devices 2]
+         [--dtypes f64,f32] [--algos aba,rnea,crba] [--host-devices 2] [--sync-dispatch]
          [--out benchmarks/results/core.json]
 
 For each robot, dtype, algorithm and batch size B it jit-compiles ``vmap(algo)`` (B > 1, a
@@ -54,12 +54,15 @@ def main():
     ap.add_argument("--dtypes", default="f64,f32")
     ap.add_argument("--algos", default="aba,rnea,crba")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "core.json"))
+    ap.add_argument("--sync-dispatch", action="store_true",
+                    help="jax_cpu_enable_async_dispatch=False: the calling thread runs one-device programs")
     ap.add_argument("--host-devices", type=int, default=os.cpu_count() or 1,
                     help="JAX CPU devices (one per core); aba_batch is measured on 1 and on all")
     args = ap.parse_args()
 
     import jax
     jax.config.update("jax_num_cpu_devices", args.host_devices)
+    jax.config.update("jax_cpu_enable_async_dispatch", not args.sync_dispatch)
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import pinocchio as pin
@@ -68,7 +71,8 @@ def main():
 
     rd = robots_dir()
     results = dict(machine=dict(platform=platform.platform(), cpus=os.cpu_count(), jax=jax.__version__,
-                                pinocchio=pin.__version__, device=str(jax.devices()[0])), rows=[])
+                                pinocchio=pin.__version__, device=str(jax.devices()[0]),
+                                async_dispatch=not args.sync_dispatch), rows=[])
     for rname in args.robots.split(","):
         path, fb = URDFS[rname]
         path = os.path.join(rd, path)

@@ -1,7 +1,7 @@
 """Derivative throughput: µs per state for jaxdyn's dynamics derivatives vs Pinocchio.
 
 Usage: python benchmarks/bench_grad.py [--robots panda,talos_reduced] [--batches 1,64,4096]
-         [--host-devices 2] [--out benchmarks/results/grad.json]
+         [--host-devices 2] [--sync-dispatch] [--out benchmarks/results/grad.json]
 
 Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on one core):
 
@@ -45,12 +45,15 @@ def main():
     ap.add_argument("--robots", default="panda,anymal_c,talos_reduced,g1")
     ap.add_argument("--batches", default="1,64,4096")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "grad.json"))
+    ap.add_argument("--sync-dispatch", action="store_true",
+                    help="jax_cpu_enable_async_dispatch=False: the calling thread runs one-device programs")
     ap.add_argument("--host-devices", type=int, default=os.cpu_count() or 1,
                     help="JAX CPU devices (one per core); derivatives_batch is measured on 1 and on all")
     args = ap.parse_args()
 
     import jax
     jax.config.update("jax_num_cpu_devices", args.host_devices)
+    jax.config.update("jax_cpu_enable_async_dispatch", not args.sync_dispatch)
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import pinocchio as pin
@@ -61,7 +64,8 @@ def main():
     Bmax = max(batches)
     rdir = robots_dir()
     res = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-           "jax": jax.__version__, "pinocchio": pin.__version__, "dtype": "f64", "robots": {}}
+           "jax": jax.__version__, "pinocchio": pin.__version__, "dtype": "f64",
+           "async_dispatch": not args.sync_dispatch, "robots": {}}
     models = {}
 
     def states(m, pm, B, seed=0):
