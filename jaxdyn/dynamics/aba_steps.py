@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from .. import spatial as sp
 from ..spatial.linalg import eye_like, mm, mv, tr
-from .common import pd_inverse
+from .common import SMALL_SPD, pd_inverse, spd_inverse_components
 
 
 def same(x):
@@ -27,6 +27,8 @@ def same(x):
 def inverse_pivots(D):
     """Inverse of the joint-space pivots D (k, k, ...) (SPD; NaN where not positive
     definite, as :func:`jaxdyn.dynamics.common.pd_inverse`)."""
+    if D.shape[0] <= SMALL_SPD:
+        return spd_inverse_components(D)
     if D.ndim == 2:
         return pd_inverse(D)
     return jnp.moveaxis(pd_inverse(jnp.moveaxis(D, (0, 1), (-2, -1))), (-2, -1), (0, 1))

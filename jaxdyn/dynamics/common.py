@@ -124,10 +124,12 @@ SMALL_SPD = 8
 6 x 6).  Larger ones go through LAPACK."""
 
 
-def _unrolled_spd_inverse(D):
-    """Inverse of SPD matrices D (..., n, n), n <= SMALL_SPD, by a column-oriented Cholesky
-    factorization unrolled over the n columns (vector operations, broadcast-multiply-sums):
-    L L^T = D, Li = L^-1 by forward substitution, D^-1 = Li^T Li.
+def spd_inverse_components(D):
+    """Inverse of SPD matrices D (n, n, ...) (component-first: the matrix on the leading axes,
+    any batch after them), n <= SMALL_SPD, by a Cholesky factorization unrolled over its
+    entries: L L^T = D column by column, Li = L^-1 by forward substitution, D^-1 = Li^T Li,
+    every entry a sum of products of entries (no reduction over an axis, no matrix product:
+    one fused elementwise program, with the batch as its vector lanes).
 
     No LAPACK custom call: jax's batched LAPACK kernels (potrf / trsm) split large batches
     over XLA:CPU's intra-op thread pool from inside a pool task and could deadlock there
@@ -135,23 +137,30 @@ def _unrolled_spd_inverse(D):
     jax::ParallelBatchMap), and a small unrolled factorization is cheaper than a library call.
     A pivot that is not positive (non-PD D) gives NaN.
     """
-    n = D.shape[-1]
+    n = D.shape[0]
     nan = jnp.asarray(jnp.nan, D.dtype)
-    rows = jnp.arange(n)
-    L = jnp.zeros_like(D)
+    if n == 1:
+        d = D[0, 0]
+        return jnp.where(d > 0, 1.0 / jnp.where(d > 0, d, 1.0), nan)[None, None]
+    L = [[None] * n for _ in range(n)]
     for j in range(n):
-        Lj = L[..., j, :]                                              # (..., n), entries < j set
-        d = D[..., j, j] - jnp.sum(Lj * Lj, -1)
-        sj = jnp.sqrt(jnp.where(d > 0, d, nan))
-        col = (D[..., :, j] - jnp.sum(L * Lj[..., None, :], -1)) / sj[..., None]   # col[j] = sj
-        L = L.at[..., :, j].set(jnp.where(jnp.broadcast_to(rows >= j, col.shape), col, 0.0))
-    Li = jnp.zeros_like(D)
-    eye = jnp.eye(n, dtype=D.dtype)
-    for i in range(n):                                                 # rows >= i of Li are 0
-        acc = jnp.sum(L[..., i, :, None] * Li, -2)
-        row = (jnp.broadcast_to(eye[i], acc.shape) - acc) / L[..., i, i][..., None]
-        Li = Li.at[..., i, :].set(row)
-    return jnp.sum(Li[..., :, :, None] * Li[..., :, None, :], -3)
+        d = D[j, j] - sum(L[j][k] * L[j][k] for k in range(j))
+        L[j][j] = jnp.sqrt(jnp.where(d > 0, d, nan))
+        inv = 1.0 / L[j][j]
+        for i in range(j + 1, n):
+            L[i][j] = (D[i, j] - sum(L[i][k] * L[j][k] for k in range(j))) * inv
+    Li = [[None] * n for _ in range(n)]
+    for i in range(n):
+        Li[i][i] = 1.0 / L[i][i]
+        for j in range(i):
+            Li[i][j] = -sum(L[i][k] * Li[k][j] for k in range(j, i)) * Li[i][i]
+    out = [[sum(Li[k][a] * Li[k][b] for k in range(max(a, b), n)) for b in range(n)] for a in range(n)]
+    return jnp.stack([jnp.stack(row) for row in out])
+
+
+def _unrolled_spd_inverse(D):
+    """:func:`spd_inverse_components` of D (..., n, n) (matrix on the trailing axes)."""
+    return jnp.moveaxis(spd_inverse_components(jnp.moveaxis(D, (-2, -1), (0, 1))), (0, 1), (-2, -1))
 
 
 def pd_inverse(D):
