@@ -40,9 +40,9 @@ CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_widt
 your own function around jaxdyn calls, compile it with :func:`jit` (``jaxdyn.jit``), which
 passes them and traces jaxdyn's kernels for them.  The empty YNN fusion list keeps every
 fusion in XLA's own loop emitters: by default XLA:CPU hands small reductions and dots
-(e.g. the sums over a 6-vector and the products with a constant ancestry matrix) to YNNPACK
-one call each, which made ``aba_batch`` 12-35 % slower and one-state calls 1-2 µs slower per
-such call (``benchmarks/results/design_measurements.md``)."""
+(e.g. the products with a constant ancestry matrix) to YNNPACK, one library call each,
+which made ``aba_batch`` 5-12 % slower and a one-state ``aba`` 2-4 µs slower
+(``benchmarks/results/design_measurements.md``)."""
 
 DOT_OPTIONS = {**CPU_OPTIONS, "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
 """:data:`CPU_OPTIONS` with dot products handed to YNNPACK: the analytical derivatives
