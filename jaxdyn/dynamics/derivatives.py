@@ -176,9 +176,9 @@ def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
     return dq, dv, minv(model, q)
 
 
-CHUNK = {"aba": 16, "rnea": 32}
-"""Default states per chunk of :func:`derivatives_batch` per ``fn``: the faster of 16, 24
-and 32 on one CPU device, B = 2048 (figures: ``benchmarks/results/design_measurements.md``)."""
+CHUNK = {"aba": 32, "rnea": 32}
+"""Default states per chunk of :func:`derivatives_batch` per ``fn``: the fastest of 8 to 64 on
+one CPU device, B = 2048 (figures: ``benchmarks/results/design_measurements.md``)."""
 
 
 def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="analytic", devices=None):
