@@ -158,21 +158,14 @@ def spd_inverse_components(D):
     return jnp.stack([jnp.stack(row) for row in out])
 
 
-def _unrolled_spd_inverse(D):
-    """:func:`spd_inverse_components` of D (..., n, n) (matrix on the trailing axes)."""
-    return jnp.moveaxis(spd_inverse_components(jnp.moveaxis(D, (-2, -1), (0, 1))), (0, 1), (-2, -1))
-
-
 def pd_inverse(D):
     """Inverse of small SPD matrices D (..., n, n) via Cholesky; NaN if D is not positive definite.
 
-    n <= SMALL_SPD: unrolled (see :func:`_unrolled_spd_inverse`); larger: LAPACK.
+    n <= SMALL_SPD: unrolled (:func:`spd_inverse_components`, on the matrix axes moved first);
+    larger: LAPACK.
     """
-    if D.shape[-1] == 1:
-        d = D[..., 0, 0]
-        return jnp.where(d > 0, 1.0 / jnp.where(d > 0, d, 1.0), jnp.nan)[..., None, None]
     if D.shape[-1] <= SMALL_SPD:
-        return _unrolled_spd_inverse(D)
+        return jnp.moveaxis(spd_inverse_components(jnp.moveaxis(D, (-2, -1), (0, 1))), (0, 1), (-2, -1))
     L = jnp.linalg.cholesky(D)
     ok = jnp.all(jnp.diagonal(L, axis1=-2, axis2=-1) > 0, axis=-1)[..., None, None]
     Li = jax.scipy.linalg.solve_triangular(L, jnp.broadcast_to(jnp.eye(D.shape[-1], dtype=D.dtype), D.shape),
