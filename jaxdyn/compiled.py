@@ -35,14 +35,18 @@ import jax
 from .errors import ArgumentError
 
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256,
-               "xla_cpu_experimental_ynn_fusion_type": ""}
+               "xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_copy_insertion_use_region_analysis": True}
 """XLA:CPU compiler options of jaxdyn's top-level calls.  For the same compile and run times in
 your own function around jaxdyn calls, compile it with :func:`jit` (``jaxdyn.jit``), which
 passes them and traces jaxdyn's kernels for them.  The empty YNN fusion list keeps every
 fusion in XLA's own loop emitters: by default XLA:CPU hands small reductions and dots
 (e.g. the products with a constant ancestry matrix) to YNNPACK, one library call each,
 which made ``aba_batch`` 5-12 % slower and a one-state ``aba`` 2-4 µs slower
-(``benchmarks/results/design_measurements.md``)."""
+(``benchmarks/results/design_measurements.md``).  Copy insertion with region analysis lets
+a ``lax.cond`` branch that returns its operand (the fusion barrier
+:func:`jaxdyn.dynamics.common.materialize`) alias it instead of copying it, so a barrier
+costs no pass over its array: ``vmap(rnea)`` on talos_reduced 6.8-6.9 -> 4.6-4.8 µs/state,
+``rnea`` derivatives 46-54 -> 37-46."""
 
 DOT_OPTIONS = {**CPU_OPTIONS, "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
 """:data:`CPU_OPTIONS` with dot products handed to YNNPACK: the analytical derivatives

@@ -466,6 +466,29 @@ def test_cpu_options_keep_fusions_out_of_ynnpack():
     assert all("30,96" in s for s in ynn_ops(DOT_OPTIONS)), ynn_ops(DOT_OPTIONS)
 
 
+def test_cpu_options_barrier_copies_nothing():
+    """common.materialize (a lax.cond whose branch returns its operand) is a fusion barrier
+    that, under jaxdyn.CPU_OPTIONS (copy insertion with region analysis), aliases its operand
+    instead of copying it; without the option XLA copies it.  Checked on the compiled text,
+    so a jaxlib that drops or renames the option fails here; the values are the same."""
+    from jaxdyn.dynamics.common import materialize
+    x = jnp.linspace(0.0, 1.0, 4096).reshape(64, 64)
+
+    def f(x, i):
+        y = materialize(jnp.sin(x) * 2.0, i)
+        return y * y + y
+
+    def copies(options):
+        text = jax.jit(f, compiler_options=options).lower(x, 1).compile().as_text()
+        return [ln for ln in text.splitlines() if " copy(" in ln]
+    assert copies({k: v for k, v in jaxdyn.CPU_OPTIONS.items()
+                   if k != "xla_cpu_copy_insertion_use_region_analysis"}) != []
+    assert copies(jaxdyn.CPU_OPTIONS) == []
+    got = jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS)(x, 1)
+    want = 4.0 * np.sin(np.asarray(x)) ** 2 + 2.0 * np.sin(np.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14, atol=1e-14)
+
+
 def test_take_static_equals_indexing():
     """common.take_static (slices of the index's contiguous runs, a gather past STATIC_RUNS
     runs) equals numpy indexing for in-order, permuted, repeated, 2-D and empty indices."""
