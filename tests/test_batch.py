@@ -353,6 +353,52 @@ def test_crba_closed_form_batch_and_sweep_agree():
         close(out[i, :m.nv, :m.nv], jax.jit(crba_sweep)(m, Qs[i, :m.nq]), 1e-12)
 
 
+def test_minv_vmap_rule_agrees():
+    """jax.vmap(minv) over states of one model (batch-last chunks: crba_terms and nested Schur
+    complements, also with a partial last chunk) equals numpy's inverse of crba per state, on a
+    floating random tree with every joint type and on a forest whose first tree has a massless
+    leaf (NaN on that tree's rows and columns, as the per-state minv); its gradient is the
+    per-state method's; over a stack it is the plain vmap."""
+    from jaxdyn.dynamics.minv import minv_batch
+    R = jaxdyn.robots.random_tree
+    tree, fixed = R(10, 0.5, 13, floating_base=True), R(6, 0.5, 14)
+    Q = jnp.stack([jaxdyn.random_configuration(tree, jax.random.PRNGKey(i)) for i in range(5)])
+    want = np.linalg.inv(np.asarray(jax.vmap(jaxdyn.crba, (None, 0))(tree, Q)))
+    close(jax.vmap(jaxdyn.minv, (None, 0))(tree, Q), want, 1e-10)
+    close(jax.jit(partial(minv_batch, chunk=2))(tree, Q), want, 1e-10)
+    r = np.random.default_rng(0)
+    nb = 6
+    mass, inertia = r.uniform(0.5, 2, nb), np.tile(np.eye(3) * 0.1, (nb, 1, 1))
+    mass[2], inertia[2] = 0.0, 0.0                                # massless leaf on a prismatic joint
+    forest = jaxdyn.build_model(parent=[-1, 0, 1, -1, 3, 3],
+                                jtype=["revolute", "spherical", "prismatic", "revolute", "revolute", "helical"],
+                                Xtree_E=np.stack([np.asarray(jaxdyn.spatial.exp3(jnp.asarray(r.normal(size=3))))
+                                                  for _ in range(nb)]),
+                                Xtree_r=r.normal(size=(nb, 3)), axis=np.tile([0, 0, 1.0], (nb, 1)),
+                                pitch=np.full(nb, 0.1), mass=mass, com=r.normal(size=(nb, 3)) * 0.1,
+                                inertia=inertia)
+    Qf = jnp.stack([jaxdyn.random_configuration(forest, jax.random.PRNGKey(i)) for i in range(3)])
+    got = np.asarray(jax.vmap(jaxdyn.minv, (None, 0))(forest, Qf))
+    one = np.stack([np.asarray(jaxdyn.minv(forest, q)) for q in Qf])
+    vidx = np.asarray(forest.vidx)
+    A = np.unique(vidx[:3][vidx[:3] < forest.nv])
+    B = np.setdiff1d(np.arange(forest.nv), A)
+    assert np.isnan(got[:, A]).all() and np.isnan(got[:, :, A]).all()
+    assert np.array_equal(np.isnan(got), np.isnan(one))
+    MB = np.asarray(jax.vmap(jaxdyn.crba, (None, 0))(forest, Qf))[:, B][:, :, B]
+    close(got[:, B][:, :, B], np.linalg.inv(MB), 1e-10)
+    from jaxdyn.dynamics.minv import _minv_aba
+    w = jnp.asarray(r.normal(size=(fixed.nv, fixed.nv)))
+    Qx = jnp.stack([jaxdyn.random_configuration(fixed, jax.random.PRNGKey(i)) for i in range(2)])
+    grad = lambda f: jax.grad(lambda Q: jnp.sum(jax.vmap(f, (None, 0))(fixed, Q) * w[None]))(Qx)
+    close(grad(jaxdyn.minv), grad(_minv_aba), 1e-9)
+    st = jaxdyn.stack([tree, fixed])
+    Qs = jnp.stack([jaxdyn.pad_state(m, jaxdyn.neutral(m) + 0.1, st.nq) for m in (tree, fixed)])
+    out = jax.jit(jax.vmap(jaxdyn.minv))(st, Qs)
+    for i, m in enumerate((tree, fixed)):
+        close(out[i, :m.nv, :m.nv], np.linalg.inv(np.asarray(jaxdyn.crba(m, Qs[i, :m.nq]))), 1e-10)
+
+
 def test_entry_points_inside_a_callers_jit_over_constants():
     """Top-level calls compile with jaxdyn.CPU_OPTIONS; inside a caller's jit whose inputs are
     closed-over concrete arrays (no argument is a tracer) the entry points must fall back to

@@ -24,16 +24,17 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+import numpy as np
 
 from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, root_transforms
 from ..model.model import Model, array_module
 from ..spatial.linalg import mm, mv, tr
 from ..tree import parent_slots
-from .aba_steps import inverse_pivots, same
+from .aba_steps import same
 from .batch import chunk_joint_transforms
-from .common import body_inertia_matrices, dof_ancestry, dof_owner, gravity_acceleration, slice_barrier
+from .tree_inverse import branches, matmul, spd_inverse, tree_spd_inverse
+from .common import body_inertia_matrices, dof_ancestry, dof_owner, gravity_acceleration
 
 
 class Topology(NamedTuple):
@@ -227,53 +228,13 @@ def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, ICW, keep=same
     return dq, dv
 
 
-SWEEP_BLOCK = 2
-"""Pivots eliminated per step of :func:`spd_inverse` (one pass over the matrix per step)."""
-
-
-@jax.custom_jvp
-def spd_inverse(M):
-    """Inverse of SPD matrices M (n, n, ...) (one, or a batch-last stack) by block
-    Gauss-Jordan sweeps: n / b steps (b = :data:`SWEEP_BLOCK`), each eliminating a b x b
-    diagonal block K (P = M_KK^-1 by :func:`jaxdyn.dynamics.aba_steps.inverse_pivots`):
-    A <- A - A_:K P A_K:, A_K: <- P A_K:, A_:K <- A_:K P, A_KK <- -P, which leaves -M^-1.
-    Vectorized over the trailing axes; SPD matrices need no pivoting.  For a stack traced for
-    XLA's default emitters the row block A_K: is read behind
-    :func:`jaxdyn.dynamics.common.slice_barrier`.  No LAPACK call (see
-    :func:`jaxdyn.dynamics.common.pd_inverse` for why batched LAPACK kernels are avoided).
-    NaN where M is not positive definite."""
-    n, b = M.shape[0], SWEEP_BLOCK
-    m = -(-n // b) * b
-    ones = (1,) * (M.ndim - 2)
-    pad = [(0, m - n), (0, m - n)] + [(0, 0)] * len(ones)
-    A0 = jnp.pad(M, pad) + jnp.diag((jnp.arange(m) >= n).astype(M.dtype)).reshape((m, m) + ones)
-
-    def sweep(k, A):
-        rows = lax.dynamic_slice_in_dim(A, k * b, b, 0)                     # A_K: (b, m, ...)
-        rows = rows if M.ndim == 2 else slice_barrier(rows, k)
-        P = inverse_pivots(lax.dynamic_slice_in_dim(rows, k * b, b, 1))     # (b, b, ...)
-        Prow = mm(P, rows)                                                  # P A_K:
-        A = A - sum(rows[a][:, None] * Prow[a][None] for a in range(b))
-        Prow = lax.dynamic_update_slice_in_dim(Prow, -P, k * b, 1)          # new rows K, KK block -P
-        A = lax.dynamic_update_slice_in_dim(A, Prow, k * b, 0)
-        return lax.dynamic_update_slice_in_dim(A, tr(Prow), k * b, 1)     # and columns K
-
-    return -lax.fori_loop(0, m // b, sweep, A0)[:n, :n]
-
-
-@spd_inverse.defjvp
-def _spd_inverse_jvp(primals, tangents):
-    """d(M^-1) = -M^-1 dM M^-1 (the sweeps themselves are not differentiated)."""
-    Mi = spd_inverse(primals[0])
-    return Mi, -matmul(Mi, matmul(tangents[0], Mi))
-
-
-def matmul(A, B):
-    """A @ B for (n, n, ...) stacks, as one batched dot (not :func:`jaxdyn.spatial.linalg.mm`,
-    whose unrolled sum was slower at these sizes: ``benchmarks/results/design_measurements.md``)."""
-    if A.ndim == 2:
-        return A @ B
-    return jnp.moveaxis(jnp.moveaxis(A, -1, 0) @ jnp.moveaxis(B, -1, 0), 0, -1)
+def inverse_mass_matrix(topo: Topology, M, keep=same):
+    """M^-1 (nv, nv, ...): nested Schur complements over the tree's branches
+    (:func:`jaxdyn.dynamics.tree_inverse.tree_spd_inverse`) when the topology is static,
+    else Gauss-Jordan sweeps on all of M (:func:`spd_inverse`; e.g. a stack's lanes)."""
+    if isinstance(topo.pair, np.ndarray):
+        return tree_spd_inverse(M, branches(topo.pair, topo.same), keep)
+    return keep(spd_inverse(M))
 
 
 def rnea_derivatives_terms(model: Model, E, r, S, qd, qdd, gravity=None, keep=same, topo=None):
@@ -288,13 +249,14 @@ def rnea_derivatives_terms(model: Model, E, r, S, qd, qdd, gravity=None, keep=sa
 
 def aba_derivatives_terms(model: Model, E, r, S, qd, tau, gravity=None, keep=same, topo=None):
     """(dqdd_dq, dqdd_dqd, Minv) (nv, nv, ...): qdd = M^-1 (tau - h), with h the joint forces
-    at qdd = 0 and M from the same terms; then -M^-1 (d tau / d q, d tau / d qd)."""
+    at qdd = 0 and M from the same terms (M^-1: :func:`inverse_mass_matrix`); then -M^-1 (d tau / d q,
+    d tau / d qd)."""
     topo = topology(model) if topo is None else topo
     kin = kinematics(model, topo, E, r, S, qd, gravity, keep)
     _, _, h = joint_forces(model, topo, kin, jnp.zeros_like(qd), keep)
     ICW = dof_inertias(model, topo, kin, keep)
     M = mass_matrix(model, topo, ICW[1], kin.J, keep)
-    Mi = keep(spd_inverse(M))
+    Mi = inverse_mass_matrix(topo, M, keep)
     b = tau - h                    # each product kept: fused, the three nested M^-1 / M products
     qdd = keep(mv(Mi, b))          # were recomputed for every element of J qdd
     qdd = keep(qdd + mv(Mi, keep(b - mv(M, qdd))))

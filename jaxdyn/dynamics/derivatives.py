@@ -32,7 +32,9 @@ d J_c / d q_k = J_k x J_c for k above c.  Per-body terms are O(n); the pairwise 
 one masked (nv, nv) product per matrix.  ABA's derivatives follow from RNEA's (Carpentier &
 Mansard, Sec. IV): d qdd / d x = -M^-1 d tau / d x at qdd = ABA(q, qd, tau); here qdd =
 M^-1 (tau - h) with h and M from the same terms (h: the joint forces at qdd = 0) and M^-1 by
-Gauss-Jordan sweeps (no LAPACK call; NaN where M is not positive definite).
+nested Schur complements over the tree's branches (:mod:`jaxdyn.dynamics.tree_inverse`; for a
+traced topology, e.g. a stack's lanes, Gauss-Jordan sweeps on all of M); no LAPACK call, NaN
+where M is not positive definite.
 
 Method "autodiff": reverse-mode automatic differentiation of ``rnea`` / ``aba`` through the
 tangent map (nv vector-Jacobian products through the scans), kept as the independent

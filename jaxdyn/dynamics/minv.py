@@ -2,12 +2,23 @@
 tau-linear passes per unit vector, O(n nv)), "cholesky" (CRBA + Cholesky inverse, one
 factorization per tree), and "operator" (Rodriguez-Kreutz innovations inverse, registered by
 the operator module).  A tree with a singular pivot (a massless leaf on a joint) gives NaN
-on its own rows and columns with every method."""
+on its own rows and columns with every method.
+
+``jax.vmap(minv)`` over states of one model (method "aba") runs batch-last chunks instead of
+batching the per-state solves: M by :func:`jaxdyn.dynamics.derivative_sweeps.crba_terms`, M^-1
+by nested Schur complements over the tree's branches
+(:func:`jaxdyn.dynamics.tree_inverse.tree_spd_inverse`, NaN per tree like the per-state
+method), a ``custom_vmap`` rule (:func:`minv_batch`); derivatives differentiate the per-state
+method.  A batched model (``jaxdyn.stack``) or a topology unknown while tracing keeps the plain
+vmap."""
 from __future__ import annotations
 
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._typing import Configuration, JointMatrix
 from ..errors import ArgumentError
@@ -15,6 +26,9 @@ from ..model.model import Model, check_state
 from .aba import ABAFactor, aba_factor, aba_solve
 from .crba import crba
 from . import closed_form
+from . import derivative_sweeps as ds
+from .chunks import map_chunks
+from .common import batched_like, materialize, vmap_axes
 from .registry import MINV_METHODS, minv_methods, register_minv
 from ..compiled import cpu_jit
 
@@ -52,4 +66,41 @@ def minv(model: Model, q: Configuration, method="aba") -> JointMatrix:
     check_state(model, q=q)
     if method not in MINV_METHODS:
         raise ArgumentError(f"unknown minv method {method!r}; available: {minv_methods()}")
-    return MINV_METHODS[method](model, q)
+    return _minv_aba_batchable(model, q) if method == "aba" else MINV_METHODS[method](model, q)
+
+
+@jax.custom_jvp
+def _minv_aba_batchable(model, q):
+    return _minv_aba_one(model, q)
+
+
+_minv_aba_batchable.defjvp(lambda primals, tangents: jax.jvp(_minv_aba, primals, tangents))
+
+
+@jax.custom_batching.custom_vmap
+def _minv_aba_one(model, q):
+    return _minv_aba(model, q)
+
+
+@_minv_aba_one.def_vmap
+def _minv_aba_rule(axis_size, in_batched, model, q):
+    if any(jax.tree_util.tree_leaves(in_batched[0])) or not isinstance(ds.topology(model).pair, np.ndarray):
+        return jax.vmap(_minv_aba, in_axes=tuple(vmap_axes(in_batched)))(model, q), True
+    return minv_batch(model, batched_like(q, in_batched[1], axis_size)), True
+
+
+def minv_batch(model: Model, q, chunk=32):
+    """M^-1 of B states of one model with a static topology, q (B, nq) -> (B, nv, nv),
+    symmetric, in batch-last chunks of ``chunk`` states: M by
+    :func:`jaxdyn.dynamics.derivative_sweeps.crba_terms`, its inverse by
+    :func:`jaxdyn.dynamics.derivative_sweeps.inverse_mass_matrix`.  What ``jax.vmap(minv)``
+    runs."""
+    topo = ds.topology(model)
+
+    def run(i, qc):
+        keep = partial(materialize, i=i)
+        Mi = ds.inverse_mass_matrix(topo, ds.crba_terms(model, *ds.state_transforms(model, qc), keep=keep, topo=topo), keep)
+        Mi = jnp.moveaxis(Mi, -1, 0)
+        return 0.5 * (Mi + jnp.swapaxes(Mi, -1, -2))
+
+    return map_chunks(run, q, chunk)
