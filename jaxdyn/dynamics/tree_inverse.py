@@ -2,9 +2,9 @@
 (block Gauss-Jordan sweeps on a dense matrix) and :func:`tree_spd_inverse` (nested Schur
 complements over a kinematic tree's branches, which exploits M's sparsity).
 
-Nested Schur complements.  M_ck vanishes unless one of the dofs c, k moves the other's body (branch-induced sparsity,
-Featherstone 2010 Sec. 6.5).  Cut the dof tree into *branches*: chains of dofs in which each
-dof is the only child of the one before.  A branch with dofs s whose last dof has child
+Nested Schur complements.  M_ck vanishes unless one of the dofs c, k moves the other's body
+(branch-induced sparsity, Featherstone 2008, Ch. 6).  Cut the dof tree into *branches*:
+chains of dofs in which each dof is the only child of the one before.  A branch with dofs s whose last dof has child
 subtrees 1..m has, in the order (s, subtree 1, ..., subtree m),
 
     M = [[A, B^T], [B, D]],   D = blockdiag(D_1, ..., D_m)   (no dof of one subtree moves another's)
@@ -15,8 +15,8 @@ and with G = D^-1 B (each G_c = D_c^-1 B_c), the Schur complement S = A - B^T G:
 
 D_c^-1 is the same formula one branch down; a branch without children inverts its own block.
 Every block is inverted densely (:func:`jaxdyn.dynamics.common.spd_inverse_components` up to
-:data:`SMALL_BLOCK` dofs, else Gauss-Jordan sweeps), so the work is the
-branches' own inverses plus one rank-|s| update per branch point.  For talos_reduced (a free
+:data:`SMALL_BLOCK` dofs, else Gauss-Jordan sweeps), so the work is the branches' own
+inverses plus one rank-|s| update per branch point.  For talos_reduced (a free
 base whose 6 dofs carry two legs and a torso with arms and head; nv = 38) that is 6.3 µs per
 matrix in chunks of 32 against 15-16 µs for Gauss-Jordan sweeps on all of M.  A chain is one
 branch: its block is M itself.
