@@ -46,3 +46,26 @@ def rng_states(model, pm, n, seed=0):
         tau = rng.normal(size=pm.nv) * 5
         out.append((q, v, a, tau))
     return out
+
+
+def singular_forest(damping=None):
+    """A fixed-base forest (nv = 8) of two trees, bodies 0-2 and 3-5, every joint type but FREE,
+    whose first tree ends in a massless leaf on a prismatic joint (body 2: its block of M is
+    singular) and whose second tree is regular.  Returns (model, dofs of the first tree,
+    dofs of the second)."""
+    import jax.numpy as jnp
+    import jaxdyn
+    r = np.random.default_rng(0)
+    nb = 6
+    mass, inertia = r.uniform(0.5, 2, nb), np.tile(np.eye(3) * 0.1, (nb, 1, 1))
+    mass[2], inertia[2] = 0.0, 0.0
+    m = jaxdyn.build_model(parent=[-1, 0, 1, -1, 3, 3],
+                           jtype=["revolute", "spherical", "prismatic", "revolute", "revolute", "helical"],
+                           Xtree_E=np.stack([np.asarray(jaxdyn.spatial.exp3(jnp.asarray(r.normal(size=3))))
+                                             for _ in range(nb)]),
+                           Xtree_r=r.normal(size=(nb, 3)), axis=np.tile([0, 0, 1.0], (nb, 1)),
+                           pitch=np.full(nb, 0.1), mass=mass, com=r.normal(size=(nb, 3)) * 0.1, inertia=inertia,
+                           **({} if damping is None else {"damping": np.full(8, damping)}))
+    vidx = np.asarray(m.vidx)
+    A = np.unique(vidx[:3][vidx[:3] < m.nv])
+    return m, A, np.setdiff1d(np.arange(m.nv), A)

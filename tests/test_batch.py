@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from helpers import close, rng_states
+from helpers import close, rng_states, singular_forest
 from jaxdyn import aba_batch
 
 B = 37
@@ -366,23 +366,11 @@ def test_minv_vmap_rule_agrees():
     want = np.linalg.inv(np.asarray(jax.vmap(jaxdyn.crba, (None, 0))(tree, Q)))
     close(jax.vmap(jaxdyn.minv, (None, 0))(tree, Q), want, 1e-10)
     close(jax.jit(partial(minv_batch, chunk=2))(tree, Q), want, 1e-10)
+    forest, A, B = singular_forest()
     r = np.random.default_rng(0)
-    nb = 6
-    mass, inertia = r.uniform(0.5, 2, nb), np.tile(np.eye(3) * 0.1, (nb, 1, 1))
-    mass[2], inertia[2] = 0.0, 0.0                                # massless leaf on a prismatic joint
-    forest = jaxdyn.build_model(parent=[-1, 0, 1, -1, 3, 3],
-                                jtype=["revolute", "spherical", "prismatic", "revolute", "revolute", "helical"],
-                                Xtree_E=np.stack([np.asarray(jaxdyn.spatial.exp3(jnp.asarray(r.normal(size=3))))
-                                                  for _ in range(nb)]),
-                                Xtree_r=r.normal(size=(nb, 3)), axis=np.tile([0, 0, 1.0], (nb, 1)),
-                                pitch=np.full(nb, 0.1), mass=mass, com=r.normal(size=(nb, 3)) * 0.1,
-                                inertia=inertia)
     Qf = jnp.stack([jaxdyn.random_configuration(forest, jax.random.PRNGKey(i)) for i in range(3)])
     got = np.asarray(jax.vmap(jaxdyn.minv, (None, 0))(forest, Qf))
     one = np.stack([np.asarray(jaxdyn.minv(forest, q)) for q in Qf])
-    vidx = np.asarray(forest.vidx)
-    A = np.unique(vidx[:3][vidx[:3] < forest.nv])
-    B = np.setdiff1d(np.arange(forest.nv), A)
     assert np.isnan(got[:, A]).all() and np.isnan(got[:, :, A]).all()
     assert np.array_equal(np.isnan(got), np.isnan(one))
     MB = np.asarray(jax.vmap(jaxdyn.crba, (None, 0))(forest, Qf))[:, B][:, :, B]

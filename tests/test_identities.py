@@ -6,7 +6,7 @@ import pytest
 from jax.test_util import check_grads
 
 import jaxdyn
-from helpers import urdf_path
+from helpers import singular_forest, urdf_path
 
 
 def models():
@@ -193,17 +193,7 @@ def test_every_method_is_nan_on_the_singular_tree_only():
     the first tree's dofs, every M^-1 method on exactly its rows and columns (ABA's rule, the
     module docstring of jaxdyn.dynamics.aba); on the second tree each equals numpy's solve /
     inverse of that tree's own M block."""
-    r = np.random.default_rng(0)
-    nb = 6
-    mass, inertia = r.uniform(0.5, 2, nb), np.tile(np.eye(3) * 0.1, (nb, 1, 1))
-    mass[2], inertia[2] = 0.0, 0.0                                # massless leaf on a prismatic joint
-    m = jaxdyn.build_model(parent=[-1, 0, 1, -1, 3, 3],
-                           jtype=["revolute", "spherical", "prismatic", "revolute", "revolute", "helical"],
-                           Xtree_E=np.stack([np.asarray(jaxdyn.spatial.exp3(jnp.asarray(r.normal(size=3))))
-                                             for _ in range(nb)]),
-                           Xtree_r=r.normal(size=(nb, 3)), axis=np.tile([0, 0, 1.0], (nb, 1)),
-                           pitch=np.full(nb, 0.1), mass=mass, com=r.normal(size=(nb, 3)) * 0.1, inertia=inertia,
-                           damping=np.full(8, 0.2))                            # nv = 8
+    m, A, B = singular_forest(damping=0.2)                       # nv = 8
     q, qd, tau = rand_state(m, 1)
 
     @jax.jit
@@ -212,9 +202,6 @@ def test_every_method_is_nan_on_the_singular_tree_only():
         mi = jnp.stack([jaxdyn.minv(m, q, method=k) for k in jaxdyn.minv_methods()])
         return fd, mi, jaxdyn.crba(m, q), jaxdyn.rnea(m, q, qd, jnp.zeros_like(qd))
     fd, mi, M, h = (np.asarray(x) for x in everything(q, qd, tau))
-    vidx = np.asarray(m.vidx)
-    A = np.unique(vidx[:3][vidx[:3] < m.nv])                      # the dofs of bodies 0-2 (first tree)
-    B = np.setdiff1d(np.arange(m.nv), A)
     MB = M[np.ix_(B, B)]
     want = np.linalg.solve(MB, (np.asarray(tau) - 0.2 * np.asarray(qd) - h)[B])
     for k, x in zip(jaxdyn.methods(), fd):

@@ -248,3 +248,28 @@ def vmap_axes(in_batched):
     """``jax.vmap`` in_axes from a ``custom_vmap`` rule's ``in_batched`` pytree of flags: 0 where
     batched, else None (the rule's fallback to a plain vmap)."""
     return jax.tree_util.tree_map(lambda b: 0 if b else None, in_batched)
+
+
+def batched_over_states(one, batch, reference, plain_vmap=lambda model: False):
+    """A function f(model, q) equal to ``one(model, q)`` for one state whose ``jax.vmap`` over
+    states of one model runs ``batch(model, Q)`` (Q (B, nq); a ``custom_vmap`` rule) and whose
+    derivatives are those of ``reference(model, q)`` (a ``custom_jvp`` rule: ``custom_vmap``
+    has no differentiation rule of its own).  Over a batched model (``jaxdyn.stack``), or when
+    ``plain_vmap(model)`` (e.g. a topology unknown while tracing), the rule is the plain vmap
+    of ``reference``."""
+    @jax.custom_batching.custom_vmap
+    def states(model, q):
+        return one(model, q)
+
+    @states.def_vmap
+    def rule(axis_size, in_batched, model, q):
+        if any(jax.tree_util.tree_leaves(in_batched[0])) or plain_vmap(model):
+            return jax.vmap(reference, in_axes=tuple(vmap_axes(in_batched)))(model, q), True
+        return batch(model, batched_like(q, in_batched[1], axis_size)), True
+
+    @jax.custom_jvp
+    def f(model, q):
+        return states(model, q)
+
+    f.defjvp(lambda primals, tangents: jax.jvp(reference, primals, tangents))
+    return f

@@ -30,7 +30,7 @@ from ..model.model import Model, check_state
 from ..tree import backward_sweep
 from . import closed_form, derivative_sweeps as ds
 from .chunks import map_chunks
-from .common import (batched_like, body_inertias, dof_ancestry, dof_mask, dof_owner, materialize, vmap_axes,
+from .common import (batched_over_states, body_inertias, dof_ancestry, dof_mask, dof_owner, materialize,
                      with_zero_body)
 from ..compiled import cpu_jit
 
@@ -64,26 +64,6 @@ def crba(model: Model, q: Configuration) -> JointMatrix:
     return _crba(model, q)
 
 
-@jax.custom_jvp
-def _crba(model, q):
-    return _crba_one(model, q)
-
-
-_crba.defjvp(lambda primals, tangents: jax.jvp(crba_sweep, primals, tangents))
-
-
-@jax.custom_batching.custom_vmap
-def _crba_one(model, q):
-    return closed_form.mass_matrix(model, q)
-
-
-@_crba_one.def_vmap
-def _crba_rule(axis_size, in_batched, model, q):
-    if any(jax.tree_util.tree_leaves(in_batched[0])):
-        return jax.vmap(crba_sweep, in_axes=tuple(vmap_axes(in_batched)))(model, q), True
-    return crba_batch(model, batched_like(q, in_batched[1], axis_size)), True
-
-
 def crba_batch(model: Model, q, chunk=32):
     """M of B states of one model, q (B, nq) -> (B, nv, nv), in batch-last chunks of ``chunk``
     states (:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms` with fusion barriers; the
@@ -114,3 +94,8 @@ def crba_sweep(model: Model, q: Configuration) -> JointMatrix:
     low = Bd * (anc - same)
     M = low + low.T + Bd * same
     return M + jnp.diag(model.armature)
+
+
+_crba = batched_over_states(closed_form.mass_matrix, crba_batch, crba_sweep)
+"""M of one state in closed form, ``jax.vmap`` over states on batch-last chunks, derivatives and a
+batched model through :func:`crba_sweep`."""

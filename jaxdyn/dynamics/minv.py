@@ -28,7 +28,7 @@ from .crba import crba
 from . import closed_form
 from . import derivative_sweeps as ds
 from .chunks import map_chunks
-from .common import batched_like, materialize, vmap_axes
+from .common import batched_over_states, materialize
 from .registry import MINV_METHODS, minv_methods, register_minv
 from ..compiled import cpu_jit
 
@@ -69,26 +69,6 @@ def minv(model: Model, q: Configuration, method="aba") -> JointMatrix:
     return _minv_aba_batchable(model, q) if method == "aba" else MINV_METHODS[method](model, q)
 
 
-@jax.custom_jvp
-def _minv_aba_batchable(model, q):
-    return _minv_aba_one(model, q)
-
-
-_minv_aba_batchable.defjvp(lambda primals, tangents: jax.jvp(_minv_aba, primals, tangents))
-
-
-@jax.custom_batching.custom_vmap
-def _minv_aba_one(model, q):
-    return _minv_aba(model, q)
-
-
-@_minv_aba_one.def_vmap
-def _minv_aba_rule(axis_size, in_batched, model, q):
-    if any(jax.tree_util.tree_leaves(in_batched[0])) or not isinstance(ds.topology(model).pair, np.ndarray):
-        return jax.vmap(_minv_aba, in_axes=tuple(vmap_axes(in_batched)))(model, q), True
-    return minv_batch(model, batched_like(q, in_batched[1], axis_size)), True
-
-
 def minv_batch(model: Model, q, chunk=32):
     """M^-1 of B states of one model with a static topology, q (B, nq) -> (B, nv, nv),
     symmetric, in batch-last chunks of ``chunk`` states: M by
@@ -104,3 +84,10 @@ def minv_batch(model: Model, q, chunk=32):
         return 0.5 * (Mi + jnp.swapaxes(Mi, -1, -2))
 
     return map_chunks(run, q, chunk)
+
+
+_minv_aba_batchable = batched_over_states(
+    _minv_aba, minv_batch, _minv_aba,
+    plain_vmap=lambda model: not isinstance(ds.topology(model).pair, np.ndarray))
+"""Method "aba" of one state; ``jax.vmap`` over states of one model with a static topology on
+batch-last chunks (:func:`minv_batch`)."""
