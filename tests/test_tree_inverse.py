@@ -78,3 +78,10 @@ def test_tree_inverse_nan_on_a_tree_that_is_not_positive_definite():
     assert np.all(np.isnan(got[np.ix_(first, second)])) and np.all(np.isnan(got[np.ix_(second, first)]))
     good = np.asarray(tree_spd_inverse(jnp.asarray(M), roots))
     assert np.all(good[np.ix_(first, second)] == 0.0)
+
+
+def test_tree_inverse_of_no_dofs():
+    """A model without dofs: an empty inverse (one state and a batch), as Gauss-Jordan gives."""
+    assert branches(np.zeros((0, 0), int), np.zeros((0, 0), int)) == ()
+    assert tree_spd_inverse(jnp.zeros((0, 0)), ()).shape == (0, 0)
+    assert tree_spd_inverse(jnp.zeros((0, 0, 3)), ()).shape == (0, 0, 3)

@@ -184,6 +184,8 @@ def tree_spd_inverse(M, roots, keep=same):
     :mod:`jaxdyn.dynamics.aba_steps`).  NaN on the rows and columns of a tree whose block of M
     is not positive definite."""
     n = M.shape[0]
+    if n == 0 or not roots:
+        return M
     parts = [(r.dofs(), _subtree_inverse(M, r, keep)) for r in roots]
     order = np.concatenate([np.asarray(d, int) for d, _ in parts])
     X = _block_diagonal([Xi for _, Xi in parts], M)
