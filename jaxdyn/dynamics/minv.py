@@ -33,7 +33,6 @@ from .registry import MINV_METHODS, minv_methods, register_minv
 from ..compiled import cpu_jit
 
 
-@register_minv("aba")
 def _minv_aba(model: Model, q):
     return minv_from_factor(model, aba_factor(model, q))
 
@@ -66,7 +65,7 @@ def minv(model: Model, q: Configuration, method="aba") -> JointMatrix:
     check_state(model, q=q)
     if method not in MINV_METHODS:
         raise ArgumentError(f"unknown minv method {method!r}; available: {minv_methods()}")
-    return _minv_aba_batchable(model, q) if method == "aba" else MINV_METHODS[method](model, q)
+    return MINV_METHODS[method](model, q)
 
 
 def minv_batch(model: Model, q, chunk=32):
@@ -86,8 +85,8 @@ def minv_batch(model: Model, q, chunk=32):
     return map_chunks(run, q, chunk)
 
 
-_minv_aba_batchable = batched_over_states(
+register_minv("aba")(batched_over_states(
     _minv_aba, minv_batch, _minv_aba,
-    plain_vmap=lambda model: not isinstance(ds.topology(model).pair, np.ndarray))
-"""Method "aba" of one state; ``jax.vmap`` over states of one model with a static topology on
-batch-last chunks (:func:`minv_batch`)."""
+    plain_vmap=lambda model: not isinstance(ds.topology(model).pair, np.ndarray)))
+# Method "aba": one state by _minv_aba; jax.vmap over states of one model with a static topology
+# on batch-last chunks (minv_batch); derivatives and batched models through _minv_aba.
