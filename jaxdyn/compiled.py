@@ -33,6 +33,7 @@ import functools
 import jax
 
 from .errors import ArgumentError
+from .packing import packed
 
 CPU_OPTIONS = {"xla_cpu_use_fusion_emitters": False, "xla_cpu_prefer_vector_width": 256,
                "xla_cpu_experimental_ynn_fusion_type": "", "xla_cpu_copy_insertion_use_region_analysis": True}
@@ -120,6 +121,26 @@ def _traced_for(fun, cpu_options):
     return run
 
 
+PACKED_TYPES: tuple = ()
+"""Argument types that a top-level :func:`cpu_jit` call passes packed (:mod:`jaxdyn.packing`):
+:class:`jaxdyn.Model` (registered by :mod:`jaxdyn.model.model`)."""
+
+
+def pack_at_top_level(cls):
+    """Register ``cls`` in :data:`PACKED_TYPES`."""
+    global PACKED_TYPES
+    PACKED_TYPES = PACKED_TYPES + (cls,)
+
+
+def _unpacking(fun, layout):
+    """``fun`` whose first argument arrives as the buffers of a :class:`jaxdyn.packing.Packed`
+    of ``layout`` (same signature otherwise, for ``static_argnames``)."""
+    @functools.wraps(fun)
+    def run(buffers, *args, **kwargs):
+        return fun(layout.unpack(buffers), *args, **kwargs)
+    return run
+
+
 def cpu_jit(fun=None, *, static_argnames=(), options=None):
     """``jax.jit(fun, static_argnames=...)`` whose top-level calls on the CPU backend, and
     calls under eager ``jax.vmap`` only (:func:`_vmap_only`), are compiled with
@@ -129,6 +150,8 @@ def cpu_jit(fun=None, *, static_argnames=(), options=None):
     Nested in a caller's jit, grad or shard_map it is the plain jit (``compiler_options``
     are only accepted on a top-level jit), traced for the options of the outermost jaxdyn
     call around it if there is one, else for XLA's defaults (:func:`for_cpu_options`).
+    A top-level call whose first argument is a :class:`jaxdyn.Model` passes it as one buffer
+    per dtype (:mod:`jaxdyn.packing`: 2 arguments instead of 20, about 5 µs less per call).
     Public as :func:`jit` (``jaxdyn.jit``).  The result is a plain
     function (no ``.lower``: an attribute would be copied by ``functools.wraps`` onto
     ``jax.vmap`` of it, whose ``jax.jit(...).lower`` then calls it); to lower, use
@@ -142,11 +165,27 @@ def cpu_jit(fun=None, *, static_argnames=(), options=None):
                   compiler_options=CPU_OPTIONS if options is None else options)
     nested = {True: jax.jit(for_options, static_argnames=static_argnames),
               False: jax.jit(for_default, static_argnames=static_argnames)}
+    by_layout = {}                          # Layout -> the cpu jit of its buffers
+
+    def top_level(args, kwargs):
+        """The top-level call: a first argument of a :data:`PACKED_TYPES` type goes as its
+        packed buffers (:mod:`jaxdyn.packing`) where it can."""
+        if args and isinstance(args[0], PACKED_TYPES):
+            p = packed(args[0])
+            if p is not None:
+                f = by_layout.get(p.layout)
+                if f is None:
+                    f = by_layout[p.layout] = jax.jit(_unpacking(for_options, p.layout), static_argnames=static_argnames,
+                                                      compiler_options=CPU_OPTIONS if options is None else options)
+                return f(p.buffers, *args[1:], **kwargs)
+        return cpu(*args, **kwargs)
 
     if _trace_state_clean is not None:
         @functools.wraps(fun)
         def call(*args, **kwargs):          # per call: a trace-state test and a cached backend test
-            if (_trace_state_clean() or _vmap_only()) and _on_cpu():
+            if _trace_state_clean() and _on_cpu():
+                return top_level(args, kwargs)
+            if _vmap_only() and _on_cpu():
                 return cpu(*args, **kwargs)
             return nested[_FOR_CPU_OPTIONS.get()](*args, **kwargs)
     else:                                   # pragma: no cover - other jax versions: no argument is
@@ -154,7 +193,7 @@ def cpu_jit(fun=None, *, static_argnames=(), options=None):
         def call(*args, **kwargs):
             if traced((args, kwargs)) or not _on_cpu():
                 return nested[_FOR_CPU_OPTIONS.get()](*args, **kwargs)
-            return cpu(*args, **kwargs)
+            return top_level(args, kwargs)
     return call
 
 

@@ -65,6 +65,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compiled import pack_at_top_level
 from ..errors import ModelError, ShapeError
 from . import joints as J
 from .validate import check_inertia
@@ -188,6 +189,7 @@ def array_module(x):
 
 
 jax.tree_util.register_dataclass(Model, data_fields=list(DATA_FIELDS), meta_fields=list(META_FIELDS))
+pack_at_top_level(Model)    # one buffer per dtype at a top-level jaxdyn call (jaxdyn.packing)
 
 
 def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pitch=None,
