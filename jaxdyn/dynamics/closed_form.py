@@ -25,7 +25,7 @@ import numpy as np
 
 from ..kinematics import ancestors
 from ..model.model import Model, tree_arrays
-from ..spatial.linalg import cross3, mv
+from ..spatial.linalg import cross3, mm, mv, tr
 from . import derivative_sweeps as ds
 from .common import dof_owner, with_zero_body
 
@@ -69,14 +69,15 @@ def composite_mass_matrix(model: Model, topo: ds.Topology, kin: ds.Kinematics):
     m = model.mass
     p = r + (E * model.com.T[:, None]).sum(0)                          # r + E^T c: COM in the root frame
     Il = jnp.moveaxis(0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2)), 0, 2)
-    Ic = (E[:, :, None, None] * Il[:, None, :, None] * E[None, None]).sum((0, 2))   # E^T Ic E (3, 3, nb)
+    Ic = mm(tr(E), mm(Il, E))                                          # E^T Ic E (3, 3, nb), unrolled
     anc = jnp.asarray(topo.anc)                                        # anc[i, c]: c is i or above it
     sums = jnp.concatenate([m[None], p * m[None], Ic.reshape(9, nb)]) @ anc  # subtree sums, one product
     mc, Isum = sums[0], sums[4:].reshape(3, 3, nb)
     C = jnp.where(mc[None] > 0, sums[1:4] / jnp.where(mc > 0, mc, 1.0)[None], 0.0)
     d = p[:, None, :] - C[:, :, None]                                  # (3, c, i): p_i - C_c
-    P = (((m[:, None] * anc).T[None] * d)[:, None] * d[None]).sum(-1)  # sum_i m_i d d^T (3, 3, c)
-    Icom = Isum + (P[0, 0] + P[1, 1] + P[2, 2])[None, None] * jnp.eye(3, dtype=P.dtype)[:, :, None] - P
+    w = (m[:, None] * anc).T                                           # (c, i): m_i in subtree(c)
+    P = (jnp.stack([d[a] * d[b] for a, b in _SYM]) * w[None]).sum(-1)  # sum_i m_i d d^T: (6, c), _SYM order
+    Icom = Isum + (P[0] + P[1] + P[2])[None, None] * jnp.eye(3, dtype=P.dtype)[:, :, None] - _full_sym(P)
     per_body = jnp.concatenate([Icom.reshape(9, nb), C, mc[None]]).T               # (nb, 13)
     G = with_zero_body(per_body)[jnp.asarray(topo.body)].T                          # per dof (13, nv)
     Id, Cd, md = G[:9].reshape(3, 3, -1), G[9:12], G[12]
@@ -84,6 +85,15 @@ def composite_mass_matrix(model: Model, topo: ds.Topology, kin: ds.Kinematics):
     mu = md[None] * (v + cross3(w, Cd))
     W = jnp.concatenate([mv(Id, w) + cross3(Cd, mu), mu])
     return ds.mass_matrix(model, topo, W, kin.J)
+
+
+_SYM = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))
+"""The components of a symmetric 3x3 matrix that :func:`composite_mass_matrix` computes."""
+
+
+def _full_sym(P):
+    """(6, ...) components in :data:`_SYM` order -> the symmetric (3, 3, ...) matrix."""
+    return jnp.stack([jnp.stack([P[0], P[3], P[4]]), jnp.stack([P[3], P[1], P[5]]), jnp.stack([P[4], P[5], P[2]])])
 
 
 def mass_matrix(model: Model, q):
@@ -101,7 +111,7 @@ def mass_and_bias(model: Model, q, qd, fx=None, gravity=None):
     at qdd = 0 (without armature), of one state q (nq,), qd (nv,); ``fx`` (6, nb): external
     forces [n; f] in the body frames, or None."""
     topo, kin = _kinematics(model, q, qd, gravity)
-    _, _, h = ds.joint_forces(model, topo, kin, jnp.zeros_like(qd), fx=fx)
+    _, _, h = ds.joint_forces(model, topo, kin, None, fx=fx)
     return composite_mass_matrix(model, topo, kin), h
 
 

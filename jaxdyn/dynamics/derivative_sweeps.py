@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, root_transforms
-from ..model.model import Model, array_module
+from ..model.model import Model, array_module, tree_arrays
 from ..spatial.linalg import mm, mv, tr
 from ..tree import parent_slots
 from .aba_steps import same
@@ -152,7 +152,7 @@ def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=sam
     vb, vp = keep((_gather(v, topo.body, 1, nb), _gather(_gather(v, parent_slots(model), 1, nb), topo.body, 1, nb)))
     root = (model.parent < 0).reshape((nb,) + batch)
     g = jnp.where(root, sp.apply_motion(sp.Transform(cf(E, 2), cf(r, 1)), a0), 0.0)
-    abias = keep(_over(topo.anc, g, 1) + _over(topo.A, keep(sp.cross_motion(vb, J) * qd[None]), 1))
+    abias = keep(_from_roots(model, topo, g) + _over(topo.A, keep(sp.cross_motion(vb, J) * qd[None]), 1))
     h = keep(mv(I, v))
     Cv = _cross_matrix(v)
     hx = _cross_matrix(h)                                               # [[n x, 0], [f x, n x]]
@@ -163,11 +163,22 @@ def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=sam
     return Kinematics(J, vb, vp, keep(sp.cross_motion(vp, J)), v, g, abias, I, h, IC, BC, Xr)
 
 
+def _from_roots(model: Model, topo: Topology, g):
+    """sum_c anc[i, c] g_c (6, nb, ...) for g (6, nb, ...) nonzero on root bodies only: g of
+    each body's root, a gather when the topology is static (a product with the ancestry
+    matrix otherwise)."""
+    parent, _ = tree_arrays(model)
+    if not isinstance(topo.anc, np.ndarray) or not isinstance(parent, np.ndarray):
+        return _over(topo.anc, g, 1)
+    return jnp.take(g, np.argmax(topo.anc * (parent < 0)[None], 1), axis=1)
+
+
 def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, fx=None):
     """Body accelerations a (6, nb, ...) at qdd (nv, ...), the subtree force sums F (6, nb, ...)
     and the joint forces J^T F (nv, ...) (tau without armature): f = I a + v x* I v - f_ext,
-    with ``fx`` the external forces [n; f] (6, nb, ...) in each body's frame (None: none)."""
-    a = keep(kin.abias + _over(topo.A, kin.J * qdd[None], 1))
+    with ``fx`` the external forces [n; f] (6, nb, ...) in each body's frame (None: none).
+    ``qdd`` None: at qdd = 0 (the bias forces h; XLA does not drop a product with zeros)."""
+    a = kin.abias if qdd is None else keep(kin.abias + _over(topo.A, kin.J * qdd[None], 1))
     f = mv(kin.I, a) + sp.cross_force(kin.v, kin.h)
     f = keep(f if fx is None else f - sp.apply_force_T(kin.Xr, fx))   # X^T: body -> root frame
     F = keep(_over(topo.anc.T, f, 1))
@@ -253,7 +264,7 @@ def aba_derivatives_terms(model: Model, E, r, S, qd, tau, gravity=None, keep=sam
     d tau / d qd)."""
     topo = topology(model) if topo is None else topo
     kin = kinematics(model, topo, E, r, S, qd, gravity, keep)
-    _, _, h = joint_forces(model, topo, kin, jnp.zeros_like(qd), keep)
+    _, _, h = joint_forces(model, topo, kin, None, keep)
     ICW = dof_inertias(model, topo, kin, keep)
     M = mass_matrix(model, topo, ICW[1], kin.J, keep)
     Mi = inverse_mass_matrix(topo, M, keep)
