@@ -1,7 +1,8 @@
 """Derivative throughput: µs per state for jaxdyn's dynamics derivatives vs Pinocchio.
 
 Usage: python benchmarks/bench_grad.py [--robots panda,talos_reduced] [--batches 1,64,4096]
-         [--host-devices 2] [--sync-dispatch] [--out benchmarks/results/grad.json]
+         [--host-devices 2] [--sync-dispatch] [--tune-host-allocator]
+         [--out benchmarks/results/grad.json]
 
 Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on one core):
 
@@ -21,7 +22,9 @@ Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on o
   largest member alone;
 * Pinocchio: ``computeABADerivatives`` / ``computeRNEADerivatives`` / ``aba`` per call.
 
-Writes JSON and a PNG plot next to it.
+``--tune-host-allocator`` first calls ``jaxdyn.tune_host_allocator()`` (glibc keeps freed
+memory for reuse, so a batch's (B, nv, nv) outputs are not written into freshly faulted
+pages; ``benchmarks/results/grad_tuned.json``).  Writes JSON and a PNG plot next to it.
 """
 from __future__ import annotations
 
@@ -49,6 +52,8 @@ def main():
                     help="jax_cpu_enable_async_dispatch=False: the calling thread runs one-device programs")
     ap.add_argument("--host-devices", type=int, default=os.cpu_count() or 1,
                     help="JAX CPU devices (one per core); derivatives_batch is measured on 1 and on all")
+    ap.add_argument("--tune-host-allocator", action="store_true",
+                    help="call jaxdyn.tune_host_allocator() first (glibc keeps freed memory for reuse)")
     args = ap.parse_args()
 
     import jax
@@ -59,13 +64,14 @@ def main():
     import pinocchio as pin
     import jaxdyn
     from jaxdyn.dynamics import aba_unwrapped
+    tuned = jaxdyn.tune_host_allocator() if args.tune_host_allocator else False
 
     batches = [int(b) for b in args.batches.split(",")]
     Bmax = max(batches)
     rdir = robots_dir()
     res = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
            "jax": jax.__version__, "pinocchio": pin.__version__, "dtype": "f64",
-           "async_dispatch": not args.sync_dispatch, "robots": {}}
+           "async_dispatch": not args.sync_dispatch, "host_allocator_tuned": tuned, "robots": {}}
     models = {}
 
     def states(m, pm, B, seed=0):

@@ -5,6 +5,7 @@ Spatial vectors inside algorithms are angular-first (Featherstone); public frame
 """
 from . import spatial as spatial, errors as errors, robots as robots
 from .compiled import jit as jit
+from .host_memory import tune_host_allocator as tune_host_allocator
 from .io import mechanisms as mechanisms
 from .errors import (JaxdynError as JaxdynError, ModelError as ModelError, URDFError as URDFError,
                      DHError as DHError, ShapeError as ShapeError, ConfigError as ConfigError,
