@@ -29,7 +29,7 @@ import numpy as np
 from .. import spatial as sp
 from ..kinematics import ancestors, joint_transforms, root_transforms
 from ..model.model import Model, array_module, tree_arrays
-from ..spatial.linalg import mm, mv, tr
+from ..spatial.linalg import mv, tr
 from ..tree import parent_slots
 from .aba_steps import same
 from .batch import chunk_joint_transforms
@@ -74,16 +74,30 @@ def _gather(x, idx, axis, nb):
     return jnp.take(jnp.pad(x[(slice(None),) * axis + (slice(0, nb),)], pad), idx, axis)
 
 
-def _cross_matrix(v):
-    """6x6 matrix of v x (motion cross product), component-first: v (6, ...) -> (6, 6, ...)."""
-    z = jnp.zeros_like(v[0])
+def _skew_rows(a):
+    """[a]x (a (3, ...)) as rows of entries, None where the entry is zero."""
+    return [[None, -a[2], a[1]], [a[2], None, -a[0]], [-a[1], a[0], None]]
 
-    def sk(w):
-        return jnp.stack([jnp.stack([z, -w[2], w[1]]), jnp.stack([w[2], z, -w[0]]),
-                          jnp.stack([-w[1], w[0], z])])
-    W, V = sk(v[:3]), sk(v[3:])
-    Z = jnp.zeros_like(W)
-    return jnp.concatenate([jnp.concatenate([W, Z], 1), jnp.concatenate([V, W], 1)], 0)
+
+def _bias_inertia(v, I, h):
+    """B = v x* I - I v x - [[n x, f x], [f x, 0]] (6, 6, ...) for the velocity v (6, ...),
+    inertia I (6, 6, ...) and momentum h = I v = [n; f] (Carpentier & Mansard 2018; the
+    matrix whose subtree sums BC enter the derivatives).  With v x = [[w x, 0], [u x, w x]],
+    written entry by entry with the zeros of the cross-product matrices left out: 216 products
+    of the 432 of two 6x6 products, and no concatenation inside the fused loop (which ran
+    this step 1.7x slower on a talos_reduced chunk)."""
+    W, U = _skew_rows(v[:3]), _skew_rows(v[3:])
+    N, F = _skew_rows(h[:3]), _skew_rows(h[3:])
+    Cv = [W[r] + [None] * 3 for r in range(3)] + [U[r] + W[r] for r in range(3)]       # v x
+    mh = [N[r] + F[r] for r in range(3)] + [F[r] + [None] * 3 for r in range(3)]      # [[n x, f x], [f x, 0]]
+
+    def entry(a, b):
+        terms = [Cv[k][a] * I[k, b] for k in range(6) if Cv[k][a] is not None]     # (v x)^T I
+        terms += [I[a, k] * Cv[k][b] for k in range(6) if Cv[k][b] is not None]    # I (v x)
+        if mh[a][b] is not None:
+            terms.append(mh[a][b])
+        return -sum(terms[1:], terms[0])
+    return jnp.stack([jnp.stack([entry(a, b) for b in range(6)]) for a in range(6)])
 
 
 class Kinematics(NamedTuple):
@@ -154,11 +168,7 @@ def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=sam
     g = jnp.where(root, sp.apply_motion(sp.Transform(cf(E, 2), cf(r, 1)), a0), 0.0)
     abias = keep(_from_roots(model, topo, g) + _over(topo.A, keep(sp.cross_motion(vb, J) * qd[None]), 1))
     h = keep(mv(I, v))
-    Cv = _cross_matrix(v)
-    hx = _cross_matrix(h)                                               # [[n x, 0], [f x, n x]]
-    nx, fx = hx[:3, :3], hx[3:, :3]
-    mh = -jnp.concatenate([jnp.concatenate([nx, fx], 1), jnp.concatenate([fx, jnp.zeros_like(fx)], 1)], 0)
-    B = keep(-mm(tr(Cv), I) - mm(I, Cv) + mh)
+    B = keep(_bias_inertia(v, I, h))
     IC, BC = keep(tuple(_over(topo.anc.T, x, 2) for x in (I, B)))
     return Kinematics(J, vb, vp, keep(sp.cross_motion(vp, J)), v, g, abias, I, h, IC, BC, Xr)
 
