@@ -178,7 +178,7 @@ def _from_roots(model: Model, topo: Topology, g):
     each body's root, a gather when the topology is static (a product with the ancestry
     matrix otherwise)."""
     parent, _ = tree_arrays(model)
-    if not isinstance(topo.anc, np.ndarray) or not isinstance(parent, np.ndarray):
+    if not isinstance(topo.anc, np.ndarray) or not isinstance(parent, np.ndarray) or model.nb == 0:
         return _over(topo.anc, g, 1)
     return jnp.take(g, np.argmax(topo.anc * (parent < 0)[None], 1), axis=1)
 
