@@ -113,7 +113,7 @@ def main():
                 else:
                     f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, devices=1)
                 row[f"{fn}_derivatives_compile_s_B{B}"] = compiled(f)
-                row[f"{fn}_derivatives_us_B{B}"] = timeit(lambda: jax.block_until_ready(f())) / B * 1e6
+                row[f"{fn}_derivatives_us_B{B}"] = timeit(lambda: jax.block_until_ready(f()), min_reps=7) / B * 1e6
             nd = jax.device_count()
             if nd > 1:
                 f = lambda: jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=nd)
