@@ -24,7 +24,8 @@ Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on o
 
 ``--tune-host-allocator`` first calls ``jaxdyn.tune_host_allocator()`` (glibc keeps freed
 memory for reuse, so a batch's (B, nv, nv) outputs are not written into freshly faulted
-pages; ``benchmarks/results/grad_tuned.json``).  Writes JSON and a PNG plot next to it.
+pages; ``bench_allocator.py`` compares the two settings alternately in one process).
+Writes JSON and a PNG plot next to it.
 """
 from __future__ import annotations
 

@@ -4,10 +4,11 @@ speed on CPU.
 A batch of derivatives returns (B, nv, nv) matrices: 3 x 47 MB for 4096 states of
 talos_reduced.  glibc's ``malloc`` serves blocks that large with fresh ``mmap`` pages and
 returns them to the operating system when they are freed, so every call writes its results
-into pages the kernel must first fault in and zero.  On the 2-core CPU of
-``benchmarks/results/grad.json`` that cost 8-15 µs of a talos_reduced state's 45-60 µs
-(``derivatives_batch``, B = 4096, one core), the difference between 1.2-1.35x and
-0.99-1.02x of Pinocchio's ``computeABADerivatives`` in the same process.  Pinocchio writes
+into pages the kernel must first fault in and zero.  On the 2-core VM of
+``benchmarks/results/allocator.json`` (``derivatives_batch``, B = 4096, one core, the two
+settings alternately in one process) keeping freed memory took talos_reduced from 51.7 to
+46.8 µs per state and g1 from 46.4 to 40.5 (Pinocchio's ``computeABADerivatives``: 44.8 and
+39.5 in the same loop); between runs the gain varied from none to 20 %.  Pinocchio writes
 into the ``Data`` it was given and pays nothing of the kind.
 
 :func:`tune_host_allocator` tells glibc to serve every block from its heaps and to keep freed
