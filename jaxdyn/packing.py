@@ -38,7 +38,6 @@ class Layout:
         return self is other or (isinstance(other, Layout) and self._hash == other._hash
                                  and self.slots == other.slots and self.treedef == other.treedef)
 
-
     def unpack(self, buffers):
         """The original pytree from its ``buffers`` (a tuple of 1-D arrays, one per dtype;
         inside a trace: static slices of the jitted function's arguments)."""
