@@ -27,7 +27,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_core import URDFS, robots_dir  # noqa: E402
+from bench_core import load_pair, random_states  # noqa: E402
 
 
 def main():
@@ -59,16 +59,9 @@ def main():
            "jax": jax.__version__, "pinocchio": pin.__version__, "dtype": "f64", "B": B,
            "reps": args.reps, "robots": {}}
     for name in args.robots.split(","):
-        path = os.path.join(robots_dir(), URDFS[name][0])
-        fb = URDFS[name][1]
-        m = jaxdyn.load_urdf(path, floating_base=fb)
-        pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if fb else pin.buildModelFromUrdf(path)
+        m, pm = load_pair(name)
         pd = pm.createData()
-        r = np.random.default_rng(0)
-        lo, hi = pm.lowerPositionLimit.copy(), pm.upperPositionLimit.copy()
-        lo[~np.isfinite(lo)], hi[~np.isfinite(hi)] = -1.0, 1.0
-        Qn = np.stack([pin.randomConfiguration(pm, np.maximum(lo, -3), np.minimum(hi, 3)) for _ in range(B)])
-        Vn, Tn = r.normal(size=(B, m.nv)), r.normal(size=(B, m.nv))
+        Qn, Vn, Tn = random_states(pm, B)
         Q, V, T = jnp.asarray(Qn), jnp.asarray(Vn), jnp.asarray(Tn)
         f = lambda: jax.block_until_ready(jaxdyn.derivatives_batch(m, Q, V, T, devices=1))
         f()

@@ -47,6 +47,30 @@ def robots_dir():
     raise SystemExit("example-robot-data not installed (pip install -e '.[test]')")
 
 
+def load_pair(name):
+    """(jaxdyn model, Pinocchio model) of the benchmark robot ``name`` (:data:`URDFS`); import
+    after JAX's configuration is set."""
+    import jaxdyn
+    import pinocchio as pin
+    rel, fb = URDFS[name]
+    path = os.path.join(robots_dir(), rel)
+    pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if fb else pin.buildModelFromUrdf(path)
+    return jaxdyn.load_urdf(path, floating_base=fb), pm
+
+
+def random_states(pm, B, seed=0):
+    """B numpy states (Q (B, nq), V, T (B, nv)) of the Pinocchio model ``pm``: random
+    configurations within its limits (unbounded ones taken as [-1, 1], all cut to [-3, 3]),
+    standard normal velocities and torques (seeded)."""
+    import pinocchio as pin
+    r = np.random.default_rng(seed)
+    lo, hi = pm.lowerPositionLimit.copy(), pm.upperPositionLimit.copy()
+    lo[~np.isfinite(lo)] = -1.0
+    hi[~np.isfinite(hi)] = 1.0
+    Q = np.stack([pin.randomConfiguration(pm, np.maximum(lo, -3), np.minimum(hi, 3)) for _ in range(B)])
+    return Q, r.normal(size=(B, pm.nv)), r.normal(size=(B, pm.nv))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--robots", default="panda,anymal_c,talos_reduced,g1")

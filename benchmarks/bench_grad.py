@@ -40,7 +40,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_core import URDFS, robots_dir  # noqa: E402
+from bench_core import load_pair, random_states  # noqa: E402
 from timing import timeit  # noqa: E402
 
 
@@ -69,19 +69,10 @@ def main():
 
     batches = [int(b) for b in args.batches.split(",")]
     Bmax = max(batches)
-    rdir = robots_dir()
     res = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
            "jax": jax.__version__, "pinocchio": pin.__version__, "dtype": "f64",
            "async_dispatch": not args.sync_dispatch, "host_allocator_tuned": tuned, "robots": {}}
     models = {}
-
-    def states(m, pm, B, seed=0):
-        r = np.random.default_rng(seed)
-        lo, hi = pm.lowerPositionLimit.copy(), pm.upperPositionLimit.copy()
-        lo[~np.isfinite(lo)] = -1.0
-        hi[~np.isfinite(hi)] = 1.0
-        Q = np.stack([pin.randomConfiguration(pm, np.maximum(lo, -3), np.minimum(hi, 3)) for _ in range(B)])
-        return Q, r.normal(size=(B, m.nv)), r.normal(size=(B, m.nv))
 
     def compiled(fn, *a):
         t0 = time.perf_counter()
@@ -89,12 +80,9 @@ def main():
         return time.perf_counter() - t0
 
     for name in args.robots.split(","):
-        path = os.path.join(rdir, URDFS[name][0])
-        fb = URDFS[name][1]
-        m = jaxdyn.load_urdf(path, floating_base=fb)
-        pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if fb else pin.buildModelFromUrdf(path)
+        m, pm = load_pair(name)
         models[name] = (m, pm)
-        Qn, Vn, Tn = states(m, pm, Bmax)
+        Qn, Vn, Tn = random_states(pm, Bmax)
         Q, V, T = jnp.asarray(Qn), jnp.asarray(Vn), jnp.asarray(Tn)
         row = {"nv": m.nv, "nb": m.nb}
 
@@ -155,7 +143,7 @@ def main():
         per = Bmax // len(ms)
         Qs, Vs, Ts = [], [], []
         for i, (m, pm) in enumerate(models.values()):
-            q, v, t = states(m, pm, per, seed=i)
+            q, v, t = random_states(pm, per, seed=i)
             Qs.append(np.stack([np.asarray(jaxdyn.pad_state(m, x, st.nq)) for x in q]))
             Vs.append(np.pad(v, ((0, 0), (0, st.nv - m.nv))))
             Ts.append(np.pad(t, ((0, 0), (0, st.nv - m.nv))))
@@ -166,7 +154,7 @@ def main():
         B = Q.shape[0]
         t_st = timeit(lambda: jax.block_until_ready(va(stb, Q, V, T))) / B * 1e6
         name_big = [k for k, (m, _) in models.items() if m is big][0]
-        Qb, Vb, Tb = (jnp.asarray(x) for x in states(big, models[name_big][1], B))
+        Qb, Vb, Tb = (jnp.asarray(x) for x in random_states(models[name_big][1], B))
         vb = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
         t_big = timeit(lambda: jax.block_until_ready(vb(big, Qb, Vb, Tb))) / B * 1e6
         res["stack"] = {"members": list(models), "B": B, "vmap_aba_stack_us": t_st,

@@ -13,7 +13,6 @@ method.  A batched model (``jaxdyn.stack``) or a topology unknown while tracing 
 vmap."""
 from __future__ import annotations
 
-
 from functools import partial
 
 import jax
