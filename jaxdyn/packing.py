@@ -10,7 +10,8 @@ concatenated per dtype, made once per model object and kept while the model live
 jitted function made for its :class:`Layout`, which slices the leaves back out (static
 slices, inside the compiled program).  Only models whose leaves are all uncommitted JAX
 arrays are packed: JAX arrays cannot change, so the packed copy stays equal to them; numpy
-leaves (which can be written in place), committed or sharded leaves and traced models are
+leaves (which can be written in place), committed or sharded leaves, traced models and
+models of more than :data:`MAX_PACKED` numbers (e.g. a stack with a model per lane) are
 passed as they are.
 """
 from __future__ import annotations
@@ -57,6 +58,12 @@ class Packed:
         return self.layout.unpack(self.buffers)
 
 
+MAX_PACKED = 1 << 16
+"""Largest model (array elements, all leaves) that is packed.  Unpacking is a slice of the
+buffers inside the program, which XLA may copy: for a stack batched per lane (13 M numbers
+for 4096 lanes of the four benchmark robots) that copy cost more than the ~5 µs per call that
+packing saves: ``vmap(aba)`` over it ran about 25 % slower (one talos_reduced model: 3207)."""
+
 _CACHE: dict[int, tuple] = {}
 _LAYOUTS: dict = {}
 
@@ -75,6 +82,8 @@ def packed(tree):
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     if not leaves or not all(isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
                              and not x.committed for x in leaves):
+        return None
+    if sum(x.size for x in leaves) > MAX_PACKED:
         return None
     try:
         ref = weakref.ref(tree, lambda _: _forget(key))

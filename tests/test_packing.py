@@ -53,6 +53,16 @@ def test_models_that_could_change_are_passed_as_they_are():
     close(after, jaxdyn.rnea(changed, q, z, z), 1e-12)
 
 
+def test_large_models_are_passed_as_they_are():
+    """A model of more than MAX_PACKED numbers (a stack with a model per lane) is not packed:
+    unpacking it would copy it inside every call."""
+    m = _model()
+    n = sum(x.size for x in jax.tree_util.tree_leaves(m))
+    lanes = packing.MAX_PACKED // n + 1
+    big = jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (lanes,) + a.shape) + 0, m)   # one model per lane
+    assert packing.packed(m) is not None and packing.packed(big) is None
+
+
 def test_top_level_calls_of_one_structure_share_a_trace():
     """Two models of one structure (different inertias) trace one program; the traced
     function sees a Model; the numbers equal those of the unpacked model inside a caller's
