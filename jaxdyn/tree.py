@@ -16,12 +16,15 @@ bodies.
 
 A ``model`` whose parent array has a trailing lane axis (nb, C) sweeps batch-last buffers
 (nb + 1, ..., C) of C models of different topology at once (``jaxdyn.stack`` under
-``vmap(aba)``): the parent slot is read and accumulated per lane.
+``vmap(aba)``): the parent slot is read and accumulated per lane, among each body's few
+possible parents when the sweep's model lists them (``candidates``, from
+``Model.lane_parents``), else by a gather and a scatter-add.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 tmap = jax.tree_util.tree_map
@@ -33,10 +36,51 @@ def parent_slots(model):
     return jnp.where(model.parent < 0, model.nb, model.parent).astype(jnp.int32)
 
 
+def candidate_slots(model):
+    """For per-lane parents (nb, C) of a sweep's ``model`` that lists each body's possible
+    parents in a field ``candidates`` (a tuple per body, -1 the world; the ABA lanes kernel's
+    plan from ``Model.lane_parents``): those parents as sweep slots (the world -> nb),
+    (nb, P) int32 numpy, padded with -1 (no lane's slot); else None."""
+    cands = getattr(model, "candidates", None)
+    if cands is None or jnp.ndim(model.parent) != 2:
+        return None
+    slots = [sorted({model.nb if c < 0 else c for c in row}) for row in cands]
+    P = max(map(len, slots), default=1)
+    return np.array([row + [-1] * (P - len(row)) for row in slots], np.int32).reshape(len(slots), P)
+
+
+def lanes_off_candidates(model):
+    """(C,) True for a lane with a body whose parent is neither the world nor among the
+    body's candidates (:func:`candidate_slots`; a stack whose parents were changed by hand
+    without ``Model.replace``): the sweeps read zeros for it and drop what it adds, so the
+    caller returns NaN for it.  A body on the world outside the candidates is a stack's
+    padding, which adds nothing and whose values nothing reads.  None without candidates."""
+    cand = candidate_slots(model)
+    if cand is None:
+        return None
+    p = parent_slots(model)                                                   # (nb, C)
+    ok = jnp.any(p[:, None, :] == cand[:, :, None], 1) | (p == model.nb)
+    return ~jnp.all(ok, 0)
+
+
+def _parents(model):
+    """What a sweep step gets as its parent: the slot (), a slot per lane (C,), or a slot per
+    lane and the body's candidate slots ((C,), (P,)) (:func:`candidate_slots`)."""
+    cand = candidate_slots(model)
+    return parent_slots(model) if cand is None else (parent_slots(model), jnp.asarray(cand))
+
+
 def _read(b, p):
     """Slot p of a buffer b (nb + 1, ...).  A scalar p is one slot for every state; p of shape
     (C,) is a slot per lane of a batch-last buffer (nb + 1, ..., C) (models of different
-    topology in one chunk, ``jaxdyn.stack``)."""
+    topology in one chunk, ``jaxdyn.stack``), read by a gather, or, with the body's candidate
+    slots (p, cand) (:func:`_parents`), by selecting among the candidates' slots."""
+    if isinstance(p, tuple):
+        p, cand = p
+        out = jnp.zeros(b.shape[1:], b.dtype)
+        for j in range(cand.shape[0]):
+            out = jnp.where(p == cand[j], lax.dynamic_index_in_dim(b, cand[j], keepdims=False), out)
+        return out
     if p.ndim == 0:
         return lax.dynamic_index_in_dim(b, p, keepdims=False)
     return jnp.take_along_axis(b, p.reshape((1,) * (b.ndim - 1) + p.shape), 0)[0]
@@ -44,6 +88,12 @@ def _read(b, p):
 
 def _add(b, p, v):
     """b with v added at slot p (as :func:`_read`)."""
+    if isinstance(p, tuple):
+        p, cand = p
+        for j in range(cand.shape[0]):
+            at = lax.dynamic_index_in_dim(b, cand[j], keepdims=False)
+            b = lax.dynamic_update_index_in_dim(b, at + jnp.where(p == cand[j], v, 0.0).astype(b.dtype), cand[j], 0)
+        return b
     if p.ndim == 0:
         return lax.dynamic_update_index_in_dim(b, lax.dynamic_index_in_dim(b, p, keepdims=False) + v, p, 0)
     lanes = jnp.arange(p.shape[0])
@@ -146,7 +196,7 @@ def backward_sweep_with_parent(step, model, init, xs):
         return buf, y
 
     buf = varying_like(buf, model, xs)
-    buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs), reverse=True)
+    buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), _parents(model), xs), reverse=True)
     return buf, ys
 
 
@@ -172,7 +222,7 @@ def forward_sweep_with_siblings(step, model, init, sib_init, xs):
         return (buf, sib), y
 
     carry = varying_like((buf, sib_init), model, xs)
-    (buf, _), ys = lax.scan(body, carry, (jnp.arange(nb, dtype=jnp.int32), parent_slots(model), xs))
+    (buf, _), ys = lax.scan(body, carry, (jnp.arange(nb, dtype=jnp.int32), _parents(model), xs))
     return buf, ys
 
 

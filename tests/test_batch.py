@@ -3,6 +3,7 @@
 One compile per model: chunk=16 with B = 37, so the batch is padded (37 -> 48) and three chunks
 run.  The two-device (shard_map) path runs in a subprocess started with two host devices.
 """
+import dataclasses
 import os
 import subprocess
 import sys
@@ -279,7 +280,10 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
     kernel with a model per lane (aba_lanes) and equals each member's four-pass ABA
     (aba_unwrapped) on its own unpadded state, for stacks of floating bases (plan: FREE root
     out of the scan), of floating and fixed bases (plan: the members' root joint types), and
-    with a forest (no plan), with f_ext per lane or shared; padded dofs get qdd = tau."""
+    with a forest (no plan), with f_ext per lane or shared; padded dofs get qdd = tau.  Inside
+    jaxdyn.jit the sweeps read each body's parent among its candidates (Model.lane_parents)
+    instead of gathering per lane: the same numbers, and NaN for a lane whose parents were
+    changed behind the stack's back (not through Model.replace, which drops the list)."""
     from jaxdyn.dynamics import aba_unwrapped
     R = jaxdyn.robots.random_tree
     fl = [R(9, 0.5, 3, floating_base=True), R(6, 0.3, 4, floating_base=True, joint_types=("revolute", "spherical"))]
@@ -298,11 +302,19 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
         text = f.lower(st, Q, V, T, F).as_text()
         assert "stablehlo.case" in text                                  # the batch-last kernel's barriers
         out, shared = f(st, Q, V, T, F), jax.jit(jax.vmap(jaxdyn.aba, (0, 0, 0, 0, None)))(st, Q, V, T, F[0])
-        Q, V, T, F, out, shared = (np.asarray(x) for x in (Q, V, T, F, out, shared))    # slice on the host
+        fj = jaxdyn.jit(jax.vmap(jaxdyn.aba))
+        cand = fj(st, Q, V, T, F)
+        if plan is True:            # a parent array that the stack does not list, set without replace
+            bad = st.parent.at[1, st.nb - 1].set(1 if int(st.parent[1, st.nb - 1]) != 1 else 2)
+            assert bad[1, st.nb - 1] not in st.lane_parents[st.nb - 1]
+            off = np.asarray(fj(dataclasses.replace(st, parent=bad), Q, V, T, F))
+            assert np.isnan(off[1]).all() and np.isfinite(off[0]).all()
+        Q, V, T, F, out, shared, cand = (np.asarray(x) for x in (Q, V, T, F, out, shared, cand))   # slice on the host
         for i, m in enumerate(ms):
             ref = jax.jit(aba_unwrapped)
             args = (Q[i, :m.nq], V[i, :m.nv], T[i, :m.nv])
             close(out[i, :m.nv], ref(m, *args, F[i, :m.nb]), 1e-9, err=f"{m.name} f_ext per lane")
+            close(cand[i, :m.nv], ref(m, *args, F[i, :m.nb]), 1e-9, err=f"{m.name} candidate parents")
             close(shared[i, :m.nv], ref(m, *args, F[0, :m.nb]), 1e-9, err=f"{m.name} shared f_ext")
             np.testing.assert_array_equal(out[i, m.nv:], T[i, m.nv:])
 

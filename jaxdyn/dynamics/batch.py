@@ -33,6 +33,7 @@ inertia (e.g. a massless leaf on a joint) gives NaN, as :func:`jaxdyn.aba`.
 """
 from __future__ import annotations
 
+import contextlib
 from functools import partial
 from typing import NamedTuple
 
@@ -46,9 +47,9 @@ from ..errors import ArgumentError, ShapeError
 from ..model.model import Model, floating_root_layout, tree_arrays
 from ..model import joints as J
 from ..kinematics import joint_transforms
-from ..tree import backward_sweep, forward_sweep
+from ..tree import backward_sweep, forward_sweep, lanes_off_candidates
 from ..spatial.linalg import mv
-from ..compiled import cpu_jit
+from ..compiled import cpu_jit, for_cpu_options
 from .chunks import ObjectCache, device_count, map_chunks, replicated, split_rows
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
@@ -89,9 +90,12 @@ def _pass2(one):
 
 
 class _Tree(NamedTuple):
-    """What tree.py needs of a model: the scanned bodies' count and parents."""
+    """What tree.py needs of a model: the scanned bodies' count and parents, and for a stack
+    each scanned body's possible parents (``Model.lane_parents``, shifted like ``parent``;
+    :func:`jaxdyn.tree.candidate_slots`)."""
     nb: int
     parent: jax.Array
+    candidates: tuple | None = None
 
 
 def _layout(model: Model):
@@ -167,7 +171,7 @@ def _slots(model: Model, qd, tau, free, k, one, lanes, per_state):
     return tuple((b[0] if free else None, b[o:, :k]) for b in (per_state(per_body, qd), per_state(per_body, tau)))
 
 
-def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, lanes=False):
+def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, lanes=False, ci=None):
     """ABA on one chunk, q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv),
     or on one state, q (nq,), qd, tau (nv,), fx (nb, 6) -> qdd (nv,) (then without fusion
     barriers).  ``consts``: :func:`_body_constants`; ``free, k, types``: :func:`_layout`; a0
@@ -178,7 +182,9 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     ``lanes``: the chunk's C states belong to C models, ``model`` a stack (every leaf with a
     leading axis C, :func:`jaxdyn.stack`), consts (nb, 6, 6, C), (nb, k, C) and a0
     (6, C): parents differ per lane, so the sweeps read and add per lane
-    (:func:`jaxdyn.tree.forward_sweep`)."""
+    (:func:`jaxdyn.tree.forward_sweep`), among each body's candidate parents when the stack
+    lists them (``Model.lane_parents``) and the program is traced for :data:`CPU_OPTIONS`.
+    ``ci``: the chunk counter (traced), for a fusion barrier on the root's acceleration."""
     one, dt = q.ndim == 1, q.dtype
     bs = () if one else (q.shape[0],)                                      # the batch axis, or none
     I6, padarm = consts
@@ -191,14 +197,21 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         per_state = lambda f, *xs: jax.vmap(partial(f, model), out_axes=-1)(*xs)
     lane = (lambda a: jnp.moveaxis(a, 0, -1)) if lanes else (lambda a: a)  # a model leaf, lanes last
     nb, o = model.nb, int(bool(free))                                       # o: first scanned body
-    jt = lambda bodies, ts, kk: per_state(lambda m, x: _joint_transforms(m, x, bodies, ts, kk), q)
+
+    def jt(bodies, ts, kk):
+        with J.per_model_axes() if lanes else contextlib.nullcontext():
+            return per_state(lambda m, x: _joint_transforms(m, x, bodies, ts, kk), q)
     E1, r1, S1 = jt(slice(o, nb), types, k)
     qdb, taub = _slots(model, qd, tau, free, k, one, lanes, per_state)
     fx = last(fx)
     parent = lane(model.parent)[o:]
     if free and lanes:   # a stack's padded bodies are roots that the plan hangs from the root: no f_ext
         fx = jnp.concatenate([fx[:1], jnp.where((parent < 0)[:, None], 0.0, fx[o:])])
-    tree = _Tree(nb - o, (parent - o).astype(jnp.int32))
+    # a stack's candidate parents per body: read among them with the legacy emitters; the
+    # fusion emitters (a caller's plain jit) turn the selects of dynamic slices into scalar code
+    shifted = None if not lanes or model.lane_parents is None or not for_cpu_options() else \
+        tuple(tuple(c - o for c in row) for row in model.lane_parents[o:])
+    tree = _Tree(nb - o, (parent - o).astype(jnp.int32), shifted)
     idx = jnp.arange(nb - o, dtype=jnp.int32)
     if free:   # body 0, the only root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
         E0, r0, S0 = (a[0] for a in jt(slice(0, 1), root_types(free), model.k))
@@ -216,6 +229,8 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0]))
         _, u0 = bias_step(pA0 + accp[-1], (E0, r0, S0, UDinv0, Ia0, jnp.zeros_like(v0), taub[0]))
         a0b, qdd0 = acceleration_step(a0b, (E0, r0, S0, U0, Dinv0, u0, jnp.zeros_like(v0)))
+    if ci is not None:   # XLA would fuse the root's step into the sweep buffer's broadcast, once per body
+        a0b = materialize(a0b, ci)
     _, qddb = forward_sweep(_kept(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c))
 
     def scatter(m, qb, q0, t):                                             # one state: (nv,)
@@ -238,7 +253,9 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         return scatter(model, qddb, q0, tau)
     first = lambda a: jnp.moveaxis(a, -1, 0)
     if lanes:
-        return jax.vmap(scatter)(model, first(qddb), first(q0), tau)
+        out = jax.vmap(scatter)(model, first(qddb), first(q0), tau)
+        off = lanes_off_candidates(tree)
+        return out if off is None else jnp.where(off[:, None], jnp.nan, out)
     return jax.vmap(partial(scatter, model))(first(qddb), first(q0), tau)
 
 
@@ -264,7 +281,7 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
         fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
     a0 = gravity_acceleration(model, gravity).astype(dt)
     consts = _body_constants(model, dt)
-    return map_chunks(lambda _, x: aba_layout_kernel(model, *x, a0, consts, free, k, types), (q, qd, tau, fx),
+    return map_chunks(lambda ci, x: aba_layout_kernel(model, *x, a0, consts, free, k, types, ci=ci), (q, qd, tau, fx),
                       chunk, ndev)
 
 
@@ -281,11 +298,12 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
     free, k, types = _layout(model)
     last = lambda a: jnp.moveaxis(a, 0, -1)
 
-    def run(_, x):
+    def run(ci, x):
         m, q, qd, tau, fx = x
         I6, padarm = jax.vmap(lambda mm: _body_constants(mm, dt, ()))(m)
         a0 = jax.vmap(lambda mm: gravity_acceleration(mm, gravity).astype(dt))(m)
-        return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True)
+        return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True,
+                                 ci=ci)
 
     return map_chunks(run, (model, q, qd, tau, fx), chunk)
 

@@ -32,8 +32,9 @@ gravity  (3,)           gravity in world coordinates
 ======== ============== ===========================================================
 
 Static metadata: sizes, the tuple of joint types present (only those branches are compiled),
-names of bodies, joints and frames, and ``scan_layout`` (the batch-last kernels' plan for a
-floating root).
+names of bodies, joints and frames, ``scan_layout`` (the batch-last kernels' plan for a
+floating root), ``static_tree`` (parent and vidx as tuples) and, for a stack,
+``lane_parents`` (each body's parents among the members, see ``jaxdyn.stack``).
 
 Topology as data, not as static structure (a decision taken by measurement, 2026-11).  The
 alternative is a Model split into a static topology (parent, joint types, index maps as
@@ -75,7 +76,7 @@ DATA_FIELDS = ("parent", "jtype", "qidx", "vidx", "Xtree_E", "Xtree_r", "axis", 
                "frame_r", "gravity")
 """Array leaves of a Model (traced under jit, batched by ``stack``)."""
 META_FIELDS = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names", "frame_names", "name",
-               "scan_layout", "static_tree")
+               "scan_layout", "static_tree", "lane_parents")
 """Static metadata of a Model (part of the jit cache key)."""
 
 
@@ -119,15 +120,19 @@ class Model:
     name: str = "model"
     scan_layout: Optional[tuple] = None
     static_tree: Optional[tuple] = None
+    lane_parents: Optional[tuple] = None
 
     def replace(self, **kw) -> "Model":
         """A copy with some fields replaced.  Replacing the topology (parent, jtype, nb, k,
-        types) drops ``scan_layout``, and replacing parent, vidx, nb, nv or k drops
-        ``static_tree``, unless they are given too."""
+        types) drops ``scan_layout``, replacing parent, vidx, nb, nv or k drops
+        ``static_tree``, and replacing parent or nb drops ``lane_parents``, unless they are
+        given too."""
         if "scan_layout" not in kw and any(f in kw for f in ("parent", "jtype", "nb", "k", "types")):
             kw["scan_layout"] = None
         if "static_tree" not in kw and any(f in kw for f in ("parent", "vidx", "nb", "nv", "k")):
             kw["static_tree"] = None
+        if "lane_parents" not in kw and any(f in kw for f in ("parent", "nb")):
+            kw["lane_parents"] = None
         return dataclasses.replace(self, **kw)
 
     def frame_id(self, name: str) -> int:

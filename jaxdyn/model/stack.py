@@ -6,7 +6,8 @@ diagonal inertia (armature 1, ``v_pad`` 1) and zero acceleration under zero forc
 Padded q entries are never read and stay as given.
 
 ``jax.vmap(jaxdyn.aba)`` over a stack runs the batch-last ABA kernel with a model per lane
-(:func:`jaxdyn.dynamics.batch.aba_lanes`), with the plan :func:`stack` records.
+(:func:`jaxdyn.dynamics.batch.aba_lanes`), with the plan :func:`stack` records and, per body,
+the parents its members give it (``Model.lane_parents``).
 """
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ def stack(models: Sequence[Model]) -> Model:
         leaves[fld] = jnp.stack([getattr(p, fld) for p in padded])
     return padded[0].replace(**leaves, types=tuple(sorted(types)), body_names=(), joint_names=(),
                              frame_names=(), name="stack[" + ",".join(m.name for m in models) + "]",
-                             scan_layout=_stacked_layout(models, dims["nb"]))
+                             scan_layout=_stacked_layout(models, dims["nb"]),
+                             lane_parents=_lane_parents(models, dims["nb"]))
 
 
 def _stacked_layout(models, nb):
@@ -111,6 +113,19 @@ def _stacked_layout(models, nb):
         types |= {int(t) for t in jtype[1:]}
         ks += [J.NV[int(t)] for t in jtype[1:]]
     return (True if roots == {J.FREE} else tuple(sorted(roots))), max(ks), tuple(sorted(types))
+
+
+def _lane_parents(models, nb):
+    """``Model.lane_parents`` of a stack: for each of the nb bodies, the sorted distinct parents
+    (-1: the world) that the members give it, not counting members for which it is padding
+    (a padded body adds nothing to its parent and nothing reads its values, so it may hang
+    from any of them).  A model per lane then reads and adds its parent's sweep slot among
+    these few (static) candidates instead of gathering and scattering at a traced slot per
+    lane (:func:`jaxdyn.dynamics.batch.aba_layout_kernel`)."""
+    out = []
+    for i in range(nb):
+        out.append(tuple(sorted({int(np.asarray(m.parent)[i]) for m in models if i < m.nb})))
+    return tuple(out)
 
 
 def pad_state(model: Model, x, n: int):
