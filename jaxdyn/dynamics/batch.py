@@ -285,14 +285,17 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
                       chunk, ndev)
 
 
-def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=64):
+def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
     """ABA of B states of B models: ``model`` a stack (every leaf with a leading axis B, as
     :func:`jaxdyn.stack` builds), q (B, nq), qd, tau (B, nv), fx (B, nb, 6) [n; f] in the
     body frames, gravity None or (3,) -> qdd (B, nv).  The batch-last kernel
     (:func:`aba_layout_kernel` with ``lanes``) on chunks of ``chunk`` models, so robots of
     different structure run the sweeps of one robot, each lane reading its own parent.  The
     plan (floating root outside the scan) is ``model.scan_layout``, which ``stack`` sets when
-    every member has a lone floating root.  What ``jax.vmap(jaxdyn.aba)`` over a stack runs."""
+    every member has a lone floating root.  What ``jax.vmap(jaxdyn.aba)`` over a stack runs.
+    ``chunk`` None: 128 traced for :data:`CPU_OPTIONS`, else 64 (what ran fastest for the
+    four benchmark robots, same-process A/B: 0.94x of 64, resp. 0.86x of 128)."""
+    chunk = chunk or (128 if for_cpu_options() else 64)
     dt = jnp.result_type(q, qd, tau)
     q, qd, tau, fx = (jnp.asarray(a, dt) for a in (q, qd, tau, fx))
     free, k, types = _layout(model)
