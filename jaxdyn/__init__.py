@@ -28,6 +28,7 @@ from .kinematics import (forward_kinematics as forward_kinematics, frame_pose as
                          joint_transforms as joint_transforms)
 from .dynamics import (rnea as rnea, bias_forces as bias_forces, gravity_torques as gravity_torques,
                        crba as crba, aba as aba, aba_batch as aba_batch, CPU_OPTIONS as CPU_OPTIONS,
+                       CPU_XLA_FLAGS as CPU_XLA_FLAGS,
                        minv as minv, forward_dynamics as forward_dynamics, methods as methods,
                        minv_methods as minv_methods, kinetic_energy as kinetic_energy,
                        potential_energy as potential_energy, center_of_mass as center_of_mass,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import os
 
 import jax
 
@@ -89,13 +90,39 @@ def traced(tree):
 _FOR_CPU_OPTIONS = contextvars.ContextVar("jaxdyn_for_cpu_options", default=False)
 
 
+CPU_XLA_FLAGS = " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in CPU_OPTIONS.items())
+""":data:`CPU_OPTIONS` as ``XLA_FLAGS`` for the whole process, for code compiled by a plain
+``jax.jit``: ``XLA_FLAGS="$(python -c 'import jaxdyn; print(jaxdyn.CPU_XLA_FLAGS)')" python
+run.py``.  XLA reads them when JAX starts its CPU backend, so they must be in the environment
+before the first computation.  jaxdyn then also traces a plain ``jax.jit``'s programs for the
+legacy emitters (:func:`for_cpu_options`): ``jax.jit(jax.vmap(jaxdyn.aba))`` on talos_reduced
+ran 10.7 µs/state with XLA's defaults and 8.8 with these flags alone
+(``benchmarks/results/grad.json``, rows ``vmap_aba*``).  They apply to every program of the
+process, yours included."""
+
+
+def _process_flags_give_cpu_options(flags):
+    """Whether ``XLA_FLAGS`` (a string) selects the legacy emitters and copy insertion with
+    region analysis, as :data:`CPU_XLA_FLAGS` does (the test suite's flags select the first
+    only, so its plain-jit programs keep the fusion-emitter formulation)."""
+    val = {}
+    for tok in flags.split():
+        name, _, v = tok.lstrip("-").partition("=")
+        val[name] = v.lower()
+    return (val.get("xla_cpu_use_fusion_emitters") in ("false", "0")
+            and val.get("xla_cpu_copy_insertion_use_region_analysis") in ("true", "1"))
+
+
+_PROCESS = functools.lru_cache(maxsize=4)(_process_flags_give_cpu_options)
+
+
 def for_cpu_options():
     """Whether the program being traced will be compiled with :data:`CPU_OPTIONS`: True while
     a :func:`cpu_jit` function traces its top-level call (or a call nested in one), False in a
     caller's own ``jax.jit`` (whose options jaxdyn cannot see; XLA's default emitters) and
-    outside any trace.  Kernels read it at trace time to pick the formulation that suits
+    outside any trace, unless the process runs with :data:`CPU_XLA_FLAGS` (then always True).  Kernels read it at trace time to pick the formulation that suits
     the emitters (:func:`jaxdyn.dynamics.common.slice_barrier`); the results are the same."""
-    return _FOR_CPU_OPTIONS.get()
+    return _FOR_CPU_OPTIONS.get() or _PROCESS(os.environ.get("XLA_FLAGS", ""))
 
 
 @contextlib.contextmanager
