@@ -1,7 +1,7 @@
 """Derivative throughput: µs per state for jaxdyn's dynamics derivatives vs Pinocchio.
 
 Usage: python benchmarks/bench_grad.py [--robots panda,talos_reduced] [--batches 1,64,4096]
-         [--host-devices 2] [--sync-dispatch] [--tune-host-allocator]
+         [--host-devices 2] [--sync-dispatch] [--tune-host-allocator] [--forward-only]
          [--out benchmarks/results/grad.json]
 
 Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on one core):
@@ -18,8 +18,11 @@ Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on o
 * the forward pass at the largest B: ``vmap(aba)`` (its custom_vmap rule runs the batch-last
   kernels; inside a plain ``jax.jit`` and inside ``jaxdyn.jit``), vmap of the
   per-state passes (``aba_unwrapped``) and ``aba_batch``;
-* a ``jaxdyn.stack`` of all the robots (padded) under ``vmap(aba)`` vs the same batch of its
-  largest member alone;
+* a ``jaxdyn.stack`` of all the robots (padded; each lane with its own model) under
+  ``vmap(aba)`` vs the same batch of its largest member alone, both in a plain ``jax.jit`` and
+  in ``jaxdyn.jit``;
+* the forward rows and the stack again in a subprocess started with
+  ``XLA_FLAGS=jaxdyn.CPU_XLA_FLAGS`` (key ``cpu_xla_flags``; ``--forward-only`` is that run);
 * Pinocchio: ``computeABADerivatives`` / ``computeRNEADerivatives`` / ``aba`` per call.
 
 ``--tune-host-allocator`` first calls ``jaxdyn.tune_host_allocator()`` (glibc keeps freed
@@ -55,6 +58,8 @@ def main():
                     help="JAX CPU devices (one per core); derivatives_batch is measured on 1 and on all")
     ap.add_argument("--tune-host-allocator", action="store_true",
                     help="call jaxdyn.tune_host_allocator() first (glibc keeps freed memory for reuse)")
+    ap.add_argument("--forward-only", action="store_true",
+                    help="only the forward-pass rows and the stack (what the XLA_FLAGS run measures)")
     args = ap.parse_args()
 
     import jax
@@ -85,6 +90,10 @@ def main():
         Qn, Vn, Tn = random_states(pm, Bmax)
         Q, V, T = jnp.asarray(Qn), jnp.asarray(Vn), jnp.asarray(Tn)
         row = {"nv": m.nv, "nb": m.nb}
+        if args.forward_only:
+            res["robots"][name] = dict(row, **forward_rows(m, Q, V, T))
+            print(name, json.dumps({k: round(v, 2) for k, v in res["robots"][name].items()}), flush=True)
+            continue
 
         pd = pm.createData()
         n = min(200, Bmax)
@@ -125,46 +134,89 @@ def main():
             row[f"grad_aba_{label}_compile_s"] = compiled(g, Q[:B], V[:B], T[:B])
             row[f"grad_aba_{label}_us_B{B}"] = timeit(lambda: jax.block_until_ready(g(Q[:B], V[:B], T[:B]))) / B * 1e6
 
-        va = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
-        row[f"vmap_aba_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
-        va = jaxdyn.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
-        row[f"vmap_aba_jaxdyn_jit_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
-        va = jax.jit(jax.vmap(aba_unwrapped, (None, 0, 0, 0)))
-        row[f"vmap_aba_unwrapped_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / Bmax * 1e6
-        row[f"aba_batch_us_B{Bmax}"] = timeit(lambda: jax.block_until_ready(jaxdyn.aba_batch(m, Q, V, T, devices=1))) / Bmax * 1e6
+        row.update(forward_rows(m, Q, V, T))
         res["robots"][name] = row
         print(name, json.dumps({k: round(v, 2) for k, v in row.items()}), flush=True)
         jax.clear_caches()
 
     if len(models) > 1:
-        ms = [m for m, _ in models.values()]
-        big = max(ms, key=lambda m: m.nv)
-        st = jaxdyn.stack(ms)
-        per = Bmax // len(ms)
-        Qs, Vs, Ts = [], [], []
-        for i, (m, pm) in enumerate(models.values()):
-            q, v, t = random_states(pm, per, seed=i)
-            Qs.append(np.stack([np.asarray(jaxdyn.pad_state(m, x, st.nq)) for x in q]))
-            Vs.append(np.pad(v, ((0, 0), (0, st.nv - m.nv))))
-            Ts.append(np.pad(t, ((0, 0), (0, st.nv - m.nv))))
-        idx = np.repeat(np.arange(len(ms)), per)
-        stb = jax.tree_util.tree_map(lambda a: a[idx], st)
-        Q, V, T = (jnp.asarray(np.concatenate(x)) for x in (Qs, Vs, Ts))
-        va = jax.jit(jax.vmap(jaxdyn.aba))
-        B = Q.shape[0]
-        t_st = timeit(lambda: jax.block_until_ready(va(stb, Q, V, T))) / B * 1e6
-        name_big = [k for k, (m, _) in models.items() if m is big][0]
-        Qb, Vb, Tb = (jnp.asarray(x) for x in random_states(models[name_big][1], B))
-        vb = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
-        t_big = timeit(lambda: jax.block_until_ready(vb(big, Qb, Vb, Tb))) / B * 1e6
-        res["stack"] = {"members": list(models), "B": B, "vmap_aba_stack_us": t_st,
-                        f"vmap_aba_{name_big}_alone_us": t_big, "ratio": t_st / t_big}
+        res["stack"] = stack_rows(models, Bmax)
         print("stack", res["stack"], flush=True)
+    if not args.forward_only:
+        res["cpu_xla_flags"] = flags_run(args)
 
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
-    plot(res, args.out.replace(".json", ".png"), Bmax)
+    if not args.forward_only:
+        plot(res, args.out.replace(".json", ".png"), Bmax)
+
+
+def forward_rows(m, Q, V, T):
+    """The forward pass on the batch (Q, V, T) of model m, µs per state: ``vmap(aba)`` in a
+    plain ``jax.jit`` and in ``jaxdyn.jit``, vmap of the per-state passes (``aba_unwrapped``),
+    ``aba_batch``."""
+    import jax
+    import jaxdyn
+    from jaxdyn.dynamics import aba_unwrapped
+    B = Q.shape[0]
+    row = {}
+    for key, jit, fn in (("vmap_aba", jax.jit, jaxdyn.aba), ("vmap_aba_jaxdyn_jit", jaxdyn.jit, jaxdyn.aba),
+                         ("vmap_aba_unwrapped", jax.jit, aba_unwrapped)):
+        va = jit(jax.vmap(fn, (None, 0, 0, 0)))
+        row[f"{key}_us_B{B}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / B * 1e6
+    row[f"aba_batch_us_B{B}"] = timeit(lambda: jax.block_until_ready(jaxdyn.aba_batch(m, Q, V, T, devices=1))) / B * 1e6
+    return row
+
+
+def stack_rows(models, B):
+    """``vmap(aba)`` over a ``jaxdyn.stack`` of all ``models`` (B states, B / len(models) per
+    member, each lane with its own model) against the same batch of the largest member alone,
+    both in a plain ``jax.jit`` and in ``jaxdyn.jit``."""
+    import jax
+    import jax.numpy as jnp
+    import jaxdyn
+    ms = [m for m, _ in models.values()]
+    big = max(ms, key=lambda m: m.nv)
+    st = jaxdyn.stack(ms)
+    per = B // len(ms)
+    Qs, Vs, Ts = [], [], []
+    for i, (m, pm) in enumerate(models.values()):
+        q, v, t = random_states(pm, per, seed=i)
+        Qs.append(np.stack([np.asarray(jaxdyn.pad_state(m, x, st.nq)) for x in q]))
+        Vs.append(np.pad(v, ((0, 0), (0, st.nv - m.nv))))
+        Ts.append(np.pad(t, ((0, 0), (0, st.nv - m.nv))))
+    stb = jax.tree_util.tree_map(lambda a: a[np.repeat(np.arange(len(ms)), per)], st)
+    Q, V, T = (jnp.asarray(np.concatenate(x)) for x in (Qs, Vs, Ts))
+    n = Q.shape[0]
+    name_big = [k for k, (m, _) in models.items() if m is big][0]
+    Qb, Vb, Tb = (jnp.asarray(x) for x in random_states(models[name_big][1], n))
+    out = {"members": list(models), "B": n}
+    for label, jit in (("", jax.jit), ("_jaxdyn_jit", jaxdyn.jit)):
+        va, vb = jit(jax.vmap(jaxdyn.aba)), jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
+        t_st = timeit(lambda: jax.block_until_ready(va(stb, Q, V, T))) / n * 1e6
+        t_big = timeit(lambda: jax.block_until_ready(vb(big, Qb, Vb, Tb))) / n * 1e6
+        out.update({f"vmap_aba_stack{label}_us": t_st, f"vmap_aba_{name_big}_alone{label}_us": t_big,
+                    f"ratio{label}": t_st / t_big})
+    return out
+
+
+def flags_run(args):
+    """The forward rows and the stack again in a process started with
+    ``XLA_FLAGS=jaxdyn.CPU_XLA_FLAGS`` (a plain ``jax.jit`` then gets jaxdyn's options)."""
+    import subprocess
+    import tempfile
+    import jaxdyn
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "flags.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--forward-only", "--robots", args.robots,
+               "--batches", args.batches, "--host-devices", str(args.host_devices), "--out", out]
+        cmd += ["--sync-dispatch"] if args.sync_dispatch else []
+        cmd += ["--tune-host-allocator"] if args.tune_host_allocator else []
+        subprocess.run(cmd, check=True, env=dict(os.environ, XLA_FLAGS=jaxdyn.CPU_XLA_FLAGS))
+        with open(out) as f:
+            sub = json.load(f)
+    return {"XLA_FLAGS": jaxdyn.CPU_XLA_FLAGS, "robots": sub["robots"], "stack": sub.get("stack")}
 
 
 def plot(res, path, Bmax):
