@@ -96,9 +96,10 @@ CPU_XLA_FLAGS = " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
 run.py``.  XLA reads them when JAX starts its CPU backend, so they must be in the environment
 before the first computation.  jaxdyn then also traces a plain ``jax.jit``'s programs for the
 legacy emitters (:func:`for_cpu_options`): ``jax.jit(jax.vmap(jaxdyn.aba))`` on talos_reduced
-ran 10.7 µs/state with XLA's defaults and 8.8 with these flags alone
-(``benchmarks/results/grad.json``, rows ``vmap_aba*``).  They apply to every program of the
-process, yours included."""
+ran 10.8 µs/state with XLA's defaults, and 8.8 against ``aba_batch`` at 9.2 in a process
+with these flags (0.95-1.04x of ``aba_batch`` on the four robots of
+``benchmarks/results/grad.json``, key ``cpu_xla_flags``).  They apply to every program of
+the process, yours included."""
 
 
 def _process_flags_give_cpu_options(flags):
@@ -120,8 +121,9 @@ def for_cpu_options():
     """Whether the program being traced will be compiled with :data:`CPU_OPTIONS`: True while
     a :func:`cpu_jit` function traces its top-level call (or a call nested in one), False in a
     caller's own ``jax.jit`` (whose options jaxdyn cannot see; XLA's default emitters) and
-    outside any trace, unless the process runs with :data:`CPU_XLA_FLAGS` (then always True).  Kernels read it at trace time to pick the formulation that suits
-    the emitters (:func:`jaxdyn.dynamics.common.slice_barrier`); the results are the same."""
+    outside any trace, unless the process runs with :data:`CPU_XLA_FLAGS` (then always
+    True).  Kernels read it at trace time to pick the formulation that suits the emitters
+    (:func:`jaxdyn.dynamics.common.slice_barrier`); the results are the same."""
     return _FOR_CPU_OPTIONS.get() or _PROCESS(os.environ.get("XLA_FLAGS", ""))
 
 
