@@ -8,7 +8,9 @@ A batch of derivatives returns (B, nv, nv) matrices; with glibc's default settin
 call writes them into freshly mapped pages (``jaxdyn/host_memory.py``).  Each repetition
 times one ``derivatives_batch(model, Q, QD, TAU, devices=1)`` call (ABA derivatives, f64,
 one JAX CPU device) with glibc's defaults, then one with the setting of
-``tune_host_allocator`` (each after two untimed calls in that mode), then Pinocchio's
+``tune_host_allocator``, then one with glibc's defaults that writes into the previous
+call's result (``out=``, its buffers donated; each after two untimed calls in that mode),
+then Pinocchio's
 ``computeABADerivatives`` on 256 states in a Python loop; the setting is switched back and
 forth by ``mallopt`` (this VM's speed drifts by tens of percent over minutes, so the modes are
 interleaved instead of run in separate processes).  Reports min and median µs per state.
@@ -64,14 +66,18 @@ def main():
         Qn, Vn, Tn = random_states(pm, B)
         Q, V, T = jnp.asarray(Qn), jnp.asarray(Vn), jnp.asarray(Tn)
         f = lambda: jax.block_until_ready(jaxdyn.derivatives_batch(m, Q, V, T, devices=1))
-        f()
-        times = {"default_us": [], "tuned_us": [], "pin_us": []}
+        state = [f()]
+
+        def into():                         # writes into the previous result (out=, donated)
+            state[0] = jax.block_until_ready(jaxdyn.derivatives_batch(m, Q, V, T, devices=1, out=state[0]))
+        into()
+        times = {"default_us": [], "tuned_us": [], "out_us": [], "pin_us": []}
         for _ in range(args.reps):
-            for mode in ("default", "tuned"):
+            for mode, g in (("default", f), ("tuned", f), ("out", into)):
                 setting(mode == "tuned")
-                f(), f()
+                g(), g()
                 t0 = time.perf_counter()
-                f()
+                g()
                 times[f"{mode}_us"].append((time.perf_counter() - t0) / B * 1e6)
             t0 = time.perf_counter()
             for i in range(256):
@@ -101,6 +107,7 @@ def plot(res, path):
     names = list(res["robots"])
     series = [("derivatives_batch, glibc defaults", "default_median_us"),
               ("derivatives_batch, tune_host_allocator()", "tuned_median_us"),
+              ("derivatives_batch(out=previous), glibc defaults", "out_median_us"),
               ("Pinocchio computeABADerivatives", "pin_median_us")]
     fig, ax = plt.subplots(figsize=(8, 4))
     w = 0.8 / len(series)

@@ -9,7 +9,8 @@ Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on o
 * ``aba_derivatives`` / ``rnea_derivatives`` (Carpentier-Mansard sweeps; B = 1: one jitted
   call, B > 1: ``derivatives_batch``, batch-last chunks (its default size); at the largest B also
   ``vmap`` of the per-state function, and ``derivatives_batch`` split over all
-  ``--host-devices``, default one per core) and the autodiff reference
+  ``--host-devices``, default one per core; and at the largest B with ``out=`` the previous
+  call's result, whose buffers are reused) and the autodiff reference
   (``method="autodiff"``, B = 64 only: it is ~50x slower), with compile times;
 * ``vmap`` of the per-state derivative functions inside ``jaxdyn.jit`` (compiled with
   ``jaxdyn.CPU_OPTIONS``) and inside a plain ``jax.jit`` (XLA's default options);
@@ -112,6 +113,13 @@ def main():
                     f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, devices=1)
                 row[f"{fn}_derivatives_compile_s_B{B}"] = compiled(f)
                 row[f"{fn}_derivatives_us_B{B}"] = timeit(lambda: jax.block_until_ready(f()), min_reps=7) / B * 1e6
+            state = [jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=1)]
+
+            def into():                     # each call writes into the previous result (donated)
+                state[0] = jax.block_until_ready(jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=1, out=state[0]))
+            into()
+            row[f"{fn}_derivatives_out_us_B{Bmax}"] = timeit(into, min_reps=7) / Bmax * 1e6
+            state.clear()
             nd = jax.device_count()
             if nd > 1:
                 f = lambda: jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=nd)
@@ -228,6 +236,7 @@ def plot(res, path, Bmax):
     names = list(res["robots"])
     series = [("Pinocchio computeABADerivatives", "pin_aba_derivatives_us"),
               (f"aba_derivatives (analytic, B={Bmax})", f"aba_derivatives_us_B{Bmax}"),
+              (f"aba_derivatives (analytic, B={Bmax}, out=previous)", f"aba_derivatives_out_us_B{Bmax}"),
               (f"vmap(aba_derivatives) (B={Bmax})", f"aba_derivatives_vmap_us_B{Bmax}"),
               (f"aba_derivatives (analytic, B={Bmax}, all host devices)",
                ([k for k in res["robots"][names[0]] if k.startswith(f"aba_derivatives_us_B{Bmax}_")] or [None])[0]),

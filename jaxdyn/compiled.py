@@ -170,7 +170,7 @@ def _unpacking(fun, layout):
     return run
 
 
-def cpu_jit(fun=None, *, static_argnames=(), options=None):
+def cpu_jit(fun=None, *, static_argnames=(), options=None, donate_argnums=()):
     """``jax.jit(fun, static_argnames=...)`` whose top-level calls on the CPU backend, and
     calls under eager ``jax.vmap`` only (:func:`_vmap_only`), are compiled with
     :data:`CPU_OPTIONS` (or ``options``, e.g. :data:`DOT_OPTIONS`); usable as ``@cpu_jit`` or
@@ -184,13 +184,15 @@ def cpu_jit(fun=None, *, static_argnames=(), options=None):
     Public as :func:`jit` (``jaxdyn.jit``).  The result is a plain
     function (no ``.lower``: an attribute would be copied by ``functools.wraps`` onto
     ``jax.vmap`` of it, whose ``jax.jit(...).lower`` then calls it); to lower, use
-    ``jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS).lower(...)``."""
+    ``jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS).lower(...)``.  ``donate_argnums``
+    (positions, as ``jax.jit``'s) apply to the top-level calls only."""
     if fun is None:
-        return functools.partial(cpu_jit, static_argnames=static_argnames, options=options)
+        return functools.partial(cpu_jit, static_argnames=static_argnames, options=options,
+                                 donate_argnums=donate_argnums)
     if not callable(fun):
         raise ArgumentError(f"jaxdyn.jit needs a function to compile, got {type(fun).__name__}")
     for_options, for_default = _traced_for(fun, True), _traced_for(fun, False)
-    cpu = jax.jit(for_options, static_argnames=static_argnames,
+    cpu = jax.jit(for_options, static_argnames=static_argnames, donate_argnums=donate_argnums,
                   compiler_options=CPU_OPTIONS if options is None else options)
     nested = {True: jax.jit(for_options, static_argnames=static_argnames),
               False: jax.jit(for_default, static_argnames=static_argnames)}
@@ -205,6 +207,7 @@ def cpu_jit(fun=None, *, static_argnames=(), options=None):
                 f = by_layout.get(p.layout)
                 if f is None:
                     f = by_layout[p.layout] = jax.jit(_unpacking(for_options, p.layout), static_argnames=static_argnames,
+                                                      donate_argnums=donate_argnums,
                                                       compiler_options=CPU_OPTIONS if options is None else options)
                 return f(p.buffers, *args[1:], **kwargs)
         return cpu(*args, **kwargs)

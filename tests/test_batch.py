@@ -123,7 +123,8 @@ def test_aba_batch_two_host_devices():
     devices (analytic and autodiff) equals the per-state aba_derivatives.  Under the caller's
     own shard_map, vmap(aba), aba_batch (default devices), rollouts and a direct rk4 step run
     (their scans start from constants; no nested shard_map) and equal the unsharded results;
-    vmap(aba) under a plain jit stays on one device."""
+    vmap(aba) under a plain jit stays on one device.  derivatives_batch writes into a
+    previous result (out) on two devices too."""
     code = textwrap.dedent("""
         import jax, numpy as np
         jax.config.update("jax_num_cpu_devices", 2)
@@ -195,6 +196,11 @@ def test_aba_batch_two_host_devices():
             for g, w in zip(got, want):
                 e = float(np.max(np.abs(g - w[:n])) / np.max(np.abs(w)))
                 assert e < 1e-10, (method, e)
+        for n in (4, 5):                  # written into the previous result (out), split or padded
+            prev = jaxdyn.derivatives_batch(m, q[:n], v[:n], t[:n], chunk=2, devices=2)
+            got = jaxdyn.derivatives_batch(m, q[:n], v[:n], t[:n], chunk=2, devices=2, out=prev)
+            for g, w in zip(got, want):
+                assert float(np.max(np.abs(g - w[:n])) / np.max(np.abs(w))) < 1e-10
         print("ok", err)
     """)
     env = dict(os.environ, JAX_PLATFORMS="cpu")

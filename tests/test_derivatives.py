@@ -286,3 +286,34 @@ def test_forest_of_two_trees_matches_autodiff():
                 close(g[i], x, 1e-11, fn)
         for g, x in zip(f(m, Q[2], V[2], T[2]), f(m, Q[2], V[2], T[2], method="autodiff")):
             close(g, x, 1e-11, fn)
+
+
+@pytest.mark.named_errors
+def test_derivatives_batch_writes_into_out():
+    """derivatives_batch(..., out=previous) returns the same numbers as without out, in the
+    donated arrays' buffers at top level (they are deleted), for a batch of whole chunks and
+    one that is padded, fn="aba" and "rnea"; inside a caller's jit out is an ordinary input.
+    A wrong out is a named error."""
+    m = jaxdyn.robots.random_tree(7, 0.5, 3, floating_base=True)
+    r = np.random.default_rng(2)
+    Q = jax.vmap(lambda k: jaxdyn.random_configuration(m, k))(jax.random.split(jax.random.PRNGKey(1), 40))
+    V, T = (jnp.asarray(r.normal(size=(40, m.nv))) for _ in range(2))
+    for fn, B in (("aba", 32), ("rnea", 40)):
+        want = [np.asarray(a) for a in jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=8)]
+        prev = jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=8)
+        where = [a.unsafe_buffer_pointer() for a in prev]
+        got = jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=8, out=prev)
+        assert all(a.is_deleted() for a in prev)
+        if B % 8 == 0:
+            assert [a.unsafe_buffer_pointer() for a in got] == where
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), w)
+        inside = jax.jit(lambda o: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=8, out=o))(
+            tuple(jnp.zeros_like(jnp.asarray(w)) for w in want))
+        for g, w in zip(inside, want):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=0, atol=1e-12 * np.abs(w).max())
+    z = jnp.zeros((8, m.nv, m.nv))
+    with pytest.raises(ArgumentError, match="tuple of three"):
+        jaxdyn.derivatives_batch(m, Q[:8], V[:8], T[:8], out=(z, z))
+    with pytest.raises(ShapeError, match=r"out\[2\] must be a \(8, "):
+        jaxdyn.derivatives_batch(m, Q[:8], V[:8], T[:8], out=(z, z, z[:, :1]))

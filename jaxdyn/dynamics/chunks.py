@@ -24,30 +24,47 @@ second core (crossovers measured with ``benchmarks/bench_core.py``; figures:
 ``benchmarks/results/design_measurements.md``)."""
 
 
-def map_chunks(fn, xs, chunk, devices=1):
+def map_chunks(fn, xs, chunk, devices=1, init=None):
     """``fn`` over a batch in chunks: ``xs`` a pytree whose leaves have a leading axis B (states,
     or models of a stack), ``fn(i, x)`` maps a chunk's traced index i (int32, for
     :func:`jaxdyn.dynamics.common.materialize`) and the chunk x (leaves (C, ...)) to a pytree of (C, ...) arrays.
     Chunks of C = min(chunk, B / devices) run one after the other (``lax.map``) on each of the
     first ``devices`` devices (``shard_map``).  The batch is filled up to whole chunks on every
     device with copies of its first row (a valid state or model), dropped from the result.
-    Returns fn's pytree with leaves (B, ...)."""
+    Returns fn's pytree with leaves (B, ...).
+
+    ``init``: None, or arrays shaped and typed like fn's result for the whole batch (the same
+    pytree, leaves (B, ...)) that the chunks are written into (a loop carrying them instead of
+    ``lax.map``'s fresh, zero-filled outputs): a caller that donates them gets its results in
+    their buffers (:func:`jaxdyn.derivatives_batch`'s ``out``)."""
     leaves = jax.tree_util.tree_leaves(xs)
     B = leaves[0].shape[0]
     C = min(chunk, -(-B // devices))
     rows = -(-B // (C * devices)) * C * devices
     fill = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
     xs = jax.tree_util.tree_map(fill, xs) if rows > B else xs
+    if init is not None and rows > B:
+        init = jax.tree_util.tree_map(fill, init)
 
-    def local(xs):                                  # the rows of one device, chunk by chunk
+    def local(xs, init):                            # the rows of one device, chunk by chunk
         n = jax.tree_util.tree_leaves(xs)[0].shape[0] // C
         split = jax.tree_util.tree_map(lambda a: a.reshape((n, C) + a.shape[1:]), xs)
-        out = lax.map(lambda x: fn(*x), (jnp.arange(n, dtype=jnp.int32), split))
+        if init is None:
+            out = lax.map(lambda x: fn(*x), (jnp.arange(n, dtype=jnp.int32), split))
+        else:
+            bufs, tdef = jax.tree_util.tree_flatten(jax.tree_util.tree_map(lambda a: a.reshape((n, C) + a.shape[1:]), init))
+
+            def body(i, bufs):
+                x = jax.tree_util.tree_map(lambda a: lax.dynamic_index_in_dim(a, i, keepdims=False), split)
+                outs = jax.tree_util.tree_leaves(fn(i, x))
+                return [lax.dynamic_update_index_in_dim(b, o.astype(b.dtype), i, 0) for b, o in zip(bufs, outs)]
+            out = jax.tree_util.tree_unflatten(tdef, lax.fori_loop(np.int32(0), np.int32(n), body, bufs))
         return jax.tree_util.tree_map(lambda a: a.reshape((n * C,) + a.shape[2:]), out)
 
     if devices > 1:
         local = jax.shard_map(local, mesh=batch_mesh(devices), in_specs=P("b"), out_specs=P("b"), check_vma=False)
-    return jax.tree_util.tree_map(lambda a: a[:B], local(xs))
+    out = local(xs, init)
+    return out if rows == B else jax.tree_util.tree_map(lambda a: a[:B], out)
 
 
 def batch_mesh(devices):

@@ -123,7 +123,7 @@ def _batchable(fn, cpu_options):
             return out, (True,) * 3
         q, qd, x = (batched_like(a, b, axis_size) for a, b in zip((q, qd, x), in_batched[1:]))
         with tracing_for(cpu_options):
-            return _derivatives_batch(model, q, qd, x, fn, CHUNK[fn], "analytic", 1), (True,) * 3
+            return _derivatives_batch(model, q, qd, x, None, fn, CHUNK[fn], "analytic", 1), (True,) * 3
 
     @jax.custom_jvp
     def terms(model, q, qd, x):
@@ -183,10 +183,18 @@ CHUNK = {"aba": 32, "rnea": 32}
 one CPU device, B = 2048 (figures: ``benchmarks/results/design_measurements.md``)."""
 
 
-def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="analytic", devices=None):
+def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="analytic", devices=None,
+                      out=None):
     """``aba_derivatives`` (fn="aba") or ``rnea_derivatives`` (fn="rnea") of B states at once.
 
     Q (B, nq), QD (B, nv), X (B, nv) (tau, resp. qdd).  Returns the three (B, nv, nv) arrays.
+
+    ``out``: None, or three (B, nv, nv) JAX arrays of the result's dtype (typically the
+    previous call's result) whose buffers a top-level call reuses for the results: they are
+    donated (deleted, as with ``jax.jit``'s ``donate_argnums``; use the returned arrays).
+    Without it every call writes its 3 B nv^2 numbers into new memory, which glibc maps
+    fresh for blocks this large (page faults on every call; talos_reduced, B = 4096:
+    49.6 -> 41.4 µs per state with ``out``, ``benchmarks/results/grad.json``).
     Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn``) one after the other,
     so memory stays bounded: the analytic method on batch-last chunks
     (:mod:`jaxdyn.dynamics.derivative_sweeps`; a top-level call on CPU is compiled with
@@ -213,18 +221,33 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
                              f"got {jnp.shape(a)}")
     if B == 0:
         raise ShapeError("derivatives_batch: empty batch (B = 0)")
+    if out is not None:
+        out = _check_out(out, B, model, jnp.result_type(Q, QD, X))
     ndev = device_count(devices, B * model.nb, "derivatives_batch")
-    Q, QD, X = split_rows((Q, QD, X), chunk, ndev)
-    return _batch_compiled(replicated(model, ndev), Q, QD, X, fn=fn, chunk=chunk, method=method, devices=ndev)
+    Q, QD, X, out = split_rows((Q, QD, X, out), chunk, ndev)
+    return _batch_compiled(replicated(model, ndev), Q, QD, X, out, fn=fn, chunk=chunk, method=method, devices=ndev)
 
 
-def _derivatives_batch(model: Model, Q, QD, X, fn, chunk, method, devices):
+def _check_out(out, B, model, dtype):
+    """``out`` of :func:`derivatives_batch` as a tuple of three (B, nv, nv) arrays of ``dtype``,
+    else a named error."""
+    if not isinstance(out, (tuple, list)) or len(out) != 3:
+        raise ArgumentError(f"derivatives_batch: out must be a tuple of three (B, nv, nv) arrays, got {type(out).__name__}"
+                            + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else ""))
+    for j, a in enumerate(out):
+        if jnp.shape(a) != (B, model.nv, model.nv) or jnp.result_type(a) != dtype:
+            raise ShapeError(f"derivatives_batch: out[{j}] must be a ({B}, {model.nv}, {model.nv}) {dtype} array "
+                             f"for model {model.name!r}, got {jnp.shape(a)} {jnp.result_type(a)}")
+    return tuple(out)
+
+
+def _derivatives_batch(model: Model, Q, QD, X, out, fn, chunk, method, devices):
     if method == "analytic":
         topo = ds.topology(model)
-        return map_chunks(lambda i, x: _analytic(fn, model, *x, i=i, topo=topo), (Q, QD, X), chunk, devices)
+        return map_chunks(lambda i, x: _analytic(fn, model, *x, i=i, topo=topo), (Q, QD, X), chunk, devices, init=out)
     f = jax.vmap(partial(aba_derivatives if fn == "aba" else rnea_derivatives, model, method=method))
-    return map_chunks(lambda _, x: f(*x), (Q, QD, X), chunk, devices)
+    return map_chunks(lambda _, x: f(*x), (Q, QD, X), chunk, devices, init=out)
 
 
 _batch_compiled = cpu_jit(_derivatives_batch, static_argnames=("fn", "chunk", "method", "devices"),
-                         options=DOT_OPTIONS)
+                          options=DOT_OPTIONS, donate_argnums=(4,))
