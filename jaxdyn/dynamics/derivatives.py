@@ -188,25 +188,26 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
     """``aba_derivatives`` (fn="aba") or ``rnea_derivatives`` (fn="rnea") of B states at once.
 
     Q (B, nq), QD (B, nv), X (B, nv) (tau, resp. qdd).  Returns the three (B, nv, nv) arrays.
+    Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn``) one after the other,
+    so memory stays bounded: the analytic method on batch-last chunks
+    (:mod:`jaxdyn.dynamics.derivative_sweeps`; a top-level call on CPU is compiled with
+    :data:`jaxdyn.compiled.DOT_OPTIONS`; inside your own function compile it with
+    ``jaxdyn.jit``), autodiff as vmapped chunks.  The result equals ``vmap`` of the
+    per-state function.
+
+    ``devices``: how many devices of the default backend share the batch (static), as in
+    :func:`jaxdyn.aba_batch`: by default all of them on the CPU backend when B * nb >=
+    :data:`jaxdyn.dynamics.chunks.MULTI_DEVICE_MIN_WORK`, else 1 (two cores need two host devices,
+    ``jax.config.update("jax_num_cpu_devices", 2)`` before any JAX work).
 
     ``out``: None, or three (B, nv, nv) JAX arrays of the result's dtype (typically the
     previous call's result) whose buffers a top-level call reuses for the results: they are
     donated (deleted, as with ``jax.jit``'s ``donate_argnums``; use the returned arrays).
     Without it every call writes its 3 B nv^2 numbers into new memory, which glibc maps
     fresh for blocks this large (page faults on every call; talos_reduced, B = 4096:
-    49.6 -> 41.4 µs per state with ``out``, ``benchmarks/results/grad.json``).
-    Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn``) one after the other,
-    so memory stays bounded: the analytic method on batch-last chunks
-    (:mod:`jaxdyn.dynamics.derivative_sweeps`; a top-level call on CPU is compiled with
-    :data:`jaxdyn.compiled.DOT_OPTIONS`; inside your own function compile it with
-    ``jaxdyn.jit``), autodiff
-    as vmapped chunks.
-    The result equals ``vmap`` of the per-state function.
-
-    ``devices``: how many devices of the default backend share the batch (static), as in
-    :func:`jaxdyn.aba_batch`: by default all of them on the CPU backend when B * nb >=
-    :data:`jaxdyn.dynamics.chunks.MULTI_DEVICE_MIN_WORK`, else 1 (two cores need two host devices,
-    ``jax.config.update("jax_num_cpu_devices", 2)`` before any JAX work).
+    49.8 -> 41.5 µs per state with ``out``, min of 8 calls alternated with the other modes
+    in ``benchmarks/results/allocator.json``).  Inside your own jit ``out`` is an ordinary
+    input that the chunk loop writes into.
     """
     if fn not in ("aba", "rnea"):
         raise ArgumentError(f"fn must be 'aba' or 'rnea', got {fn!r}")
