@@ -293,7 +293,7 @@ def test_derivatives_batch_writes_into_out():
     """derivatives_batch(..., out=previous) returns the same numbers as without out, in the
     donated arrays' buffers at top level (they are deleted), for a batch of whole chunks and
     one that is padded, fn="aba" and "rnea"; inside a caller's jit out is an ordinary input.
-    A wrong out is a named error."""
+    A wrong out (count, shape, one array given twice) is a named error."""
     m = jaxdyn.robots.random_tree(7, 0.5, 3, floating_base=True)
     r = np.random.default_rng(2)
     Q = jax.vmap(lambda k: jaxdyn.random_configuration(m, k))(jax.random.split(jax.random.PRNGKey(1), 40))
@@ -315,5 +315,7 @@ def test_derivatives_batch_writes_into_out():
     z = jnp.zeros((8, m.nv, m.nv))
     with pytest.raises(ArgumentError, match="tuple of three"):
         jaxdyn.derivatives_batch(m, Q[:8], V[:8], T[:8], out=(z, z))
+    with pytest.raises(ArgumentError, match="three different arrays"):
+        jaxdyn.derivatives_batch(m, Q[:8], V[:8], T[:8], out=(z, z, z))
     with pytest.raises(ShapeError, match=r"out\[2\] must be a \(8, "):
         jaxdyn.derivatives_batch(m, Q[:8], V[:8], T[:8], out=(z, z, z[:, :1]))

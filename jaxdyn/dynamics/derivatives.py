@@ -239,6 +239,8 @@ def _check_out(out, B, model, dtype):
         if jnp.shape(a) != (B, model.nv, model.nv) or jnp.result_type(a) != dtype:
             raise ShapeError(f"derivatives_batch: out[{j}] must be a ({B}, {model.nv}, {model.nv}) {dtype} array "
                              f"for model {model.name!r}, got {jnp.shape(a)} {jnp.result_type(a)}")
+    if len({id(a) for a in out}) < 3:
+        raise ArgumentError("derivatives_batch: out must hold three different arrays (each is donated)")
     return tuple(out)
 
 
