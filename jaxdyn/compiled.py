@@ -96,8 +96,8 @@ CPU_XLA_FLAGS = " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
 run.py``.  XLA reads them when JAX starts its CPU backend, so they must be in the environment
 before the first computation.  jaxdyn then also traces a plain ``jax.jit``'s programs for the
 legacy emitters (:func:`for_cpu_options`): ``jax.jit(jax.vmap(jaxdyn.aba))`` on talos_reduced
-ran 10.8 µs/state with XLA's defaults, and 8.8 against ``aba_batch`` at 9.2 in a process
-with these flags (0.95-1.04x of ``aba_batch`` on the four robots of
+ran 11.1 µs/state with XLA's defaults, and 6.9 against ``aba_batch`` at 6.9 in a process
+with these flags (0.98-1.08x of ``aba_batch`` on the four robots of
 ``benchmarks/results/grad.json``, key ``cpu_xla_flags``).  They apply to every program of
 the process, yours included."""
 
