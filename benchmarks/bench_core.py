@@ -71,6 +71,19 @@ def random_states(pm, B, seed=0):
     return Q, r.normal(size=(B, pm.nv)), r.normal(size=(B, pm.nv))
 
 
+def derivatives_into(m, Q, V, T, fn="aba"):
+    """A function of no arguments that runs ``jaxdyn.derivatives_batch(m, Q, V, T, fn=fn,
+    devices=1)`` and waits for it, each call writing into the previous call's result
+    (``out=``, donated); the first result is made here.  Drop the function to free them."""
+    import jax
+    import jaxdyn
+    state = [jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=1)]
+
+    def into():
+        state[0] = jax.block_until_ready(jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=1, out=state[0]))
+    return into
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--robots", default="panda,anymal_c,talos_reduced,g1")

@@ -44,7 +44,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_core import load_pair, random_states  # noqa: E402
+from bench_core import derivatives_into, load_pair, random_states  # noqa: E402
 from timing import timeit  # noqa: E402
 
 
@@ -113,13 +113,10 @@ def main():
                     f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, devices=1)
                 row[f"{fn}_derivatives_compile_s_B{B}"] = compiled(f)
                 row[f"{fn}_derivatives_us_B{B}"] = timeit(lambda: jax.block_until_ready(f()), min_reps=7) / B * 1e6
-            state = [jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=1)]
-
-            def into():                     # each call writes into the previous result (donated)
-                state[0] = jax.block_until_ready(jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=1, out=state[0]))
+            into = derivatives_into(m, Q, V, T, fn)     # each call writes into the previous result
             into()
             row[f"{fn}_derivatives_out_us_B{Bmax}"] = timeit(into, min_reps=7) / Bmax * 1e6
-            state.clear()
+            del into
             nd = jax.device_count()
             if nd > 1:
                 f = lambda: jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, devices=nd)
