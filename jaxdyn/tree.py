@@ -146,36 +146,39 @@ def scan_carry(body, carry, xs=None):
     return varying_like(carry, out)
 
 
-def forward_sweep(step, model, init, xs):
+def forward_sweep(step, model, init, xs, read=None):
     """Root-to-leaves sweep.
 
     Args:
       step: ``(parent_val, x_i) -> (val_i, y_i)``; pytrees of per-body values.
       init: the world's value (pytree of arrays).
       xs: per-body inputs (pytree of arrays with leading axis nb).
+      read: None, or ``read(thunk, i)`` returning ``thunk()``, the step's inputs at body i
+        (:func:`_reads`): a caller's fusion barrier around the reads at the scan index.
     Returns:
       (vals, ys): vals has leading axis nb + 1 (slot nb = world = init); ys leading axis nb.
     """
     def with_siblings(pv, _, x):
         val, y = step(pv, x)
         return val, (), y
-    return forward_sweep_with_siblings(with_siblings, model, init, (), xs)
+    return forward_sweep_with_siblings(with_siblings, model, init, (), xs, read)
 
 
-def backward_sweep(step, model, init, xs):
+def backward_sweep(step, model, init, xs, read=None):
     """Leaves-to-root sweep.
 
     Args:
       step: ``(acc_i, x_i) -> (to_parent, y_i)``.
       init: per-body initial accumulators (leading axis nb).
       xs: per-body inputs (leading axis nb).
+      read: as in :func:`forward_sweep`.
     Returns:
       (acc, ys): final accumulators with leading axis nb + 1 (slot nb = world sum), outputs ys.
     """
-    return backward_sweep_with_parent(lambda acc, _, x: step(acc, x), model, init, xs)
+    return _backward(lambda acc, _, x: step(acc, x), model, init, xs, read, False)
 
 
-def backward_sweep_with_parent(step, model, init, xs):
+def backward_sweep_with_parent(step, model, init, xs, read=None):
     """Leaves-to-root sweep whose step also sees the parent's *current* accumulator.
 
     ``to_parent, y_i = step(acc_i, acc_parent_so_far, x_i)``: children of a body are visited
@@ -184,45 +187,63 @@ def backward_sweep_with_parent(step, model, init, xs):
     Yamane-Nakamura's path 1).  For root bodies the parent slot is the sink (world); the step
     must treat it as the world.  Returns (acc, ys) like :func:`backward_sweep`.
     """
+    return _backward(step, model, init, xs, read, True)
+
+
+def _reads(read, i, bufs, p, xs):
+    """A sweep step's inputs at body i: each buffer of ``bufs`` read at its slot (i, or the
+    parent slot p: :func:`_read`) and the body's xs (None: they come from the scan), through
+    ``read`` (:func:`forward_sweep`) when given."""
+    def thunk():
+        got = tuple(tmap(lambda b: _read(b, at), buf) for buf, at in bufs)
+        return got if xs is None else got + (tmap(lambda a: lax.dynamic_index_in_dim(a, i, keepdims=False), xs),)
+    return thunk() if read is None else read(thunk, i)
+
+
+def _backward(step, model, init, xs, read, with_parent):
     nb = model.nb
     buf = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init)
 
     def body(buf, inp):
-        i, p, x = inp
-        acc = tmap(lambda b: lax.dynamic_index_in_dim(b, i, keepdims=False), buf)
-        accp = tmap(lambda b: _read(b, p), buf)
+        i, p, x = inp if read is None else inp + (None,)
+        got = _reads(read, i, ((buf, i),) + (((buf, p),) if with_parent else ()), p, None if read is None else xs)
+        acc, accp = got[0], (got[1] if with_parent else None)
+        x = x if read is None else got[-1]
         to_parent, y = step(acc, accp, x)
         buf = tmap(lambda b, v: _add(b, p, v.astype(b.dtype)), buf, to_parent)
         return buf, y
 
     buf = varying_like(buf, model, xs)
-    buf, ys = lax.scan(body, buf, (jnp.arange(nb, dtype=jnp.int32), _parents(model), xs), reverse=True)
+    scanned = (jnp.arange(nb, dtype=jnp.int32), _parents(model)) + ((xs,) if read is None else ())
+    buf, ys = lax.scan(body, buf, scanned, reverse=True)
     return buf, ys
 
 
-def forward_sweep_with_siblings(step, model, init, sib_init, xs):
+def forward_sweep_with_siblings(step, model, init, sib_init, xs, read=None):
     """Root-to-leaves sweep that also accumulates, per parent, values of already-visited
     siblings: ``val_i, to_parent, y_i = step(val_parent, sib_parent_so_far, x_i)`` and
     ``sib[parent] += to_parent``.  Children are visited in increasing index order.
     ``init``: the world's value; ``sib_init``: per-slot initial accumulators (leading nb + 1;
-    ``()`` for none, which makes this :func:`forward_sweep`).
-    Returns (vals (nb + 1), ys).
+    ``()`` for none, which makes this :func:`forward_sweep`); ``read``: as in
+    :func:`forward_sweep`.  Returns (vals (nb + 1), ys).
     """
     nb = model.nb
     buf = tmap(lambda a: jnp.broadcast_to(a, (nb + 1,) + jnp.shape(a)).astype(jnp.result_type(a)), init)
 
     def body(carry, inp):
         buf, sib = carry
-        i, p, x = inp
-        pv = tmap(lambda b: _read(b, p), buf)
-        ps = tmap(lambda b: _read(b, p), sib)
+        i, p, x = inp if read is None else inp + (None,)
+        got = _reads(read, i, ((buf, p), (sib, p)), p, None if read is None else xs)
+        pv, ps = got[:2]
+        x = x if read is None else got[2]
         val, to_parent, y = step(pv, ps, x)
         buf = tmap(lambda b, v: lax.dynamic_update_index_in_dim(b, v.astype(b.dtype), i, 0), buf, val)
         sib = tmap(lambda b, v: _add(b, p, v.astype(b.dtype)), sib, to_parent)
         return (buf, sib), y
 
     carry = varying_like((buf, sib_init), model, xs)
-    (buf, _), ys = lax.scan(body, carry, (jnp.arange(nb, dtype=jnp.int32), _parents(model), xs))
+    scanned = (jnp.arange(nb, dtype=jnp.int32), _parents(model)) + ((xs,) if read is None else ())
+    (buf, _), ys = lax.scan(body, carry, scanned)
     return buf, ys
 
 

@@ -423,8 +423,8 @@ def test_entry_points_inside_a_callers_jit_over_constants():
 
 def test_kernels_are_traced_for_the_options_they_compile_with(monkeypatch):
     """A batch-last kernel traced for jaxdyn.CPU_OPTIONS (an eager vmap, jaxdyn.jit) and one
-    traced inside a plain jax.jit (XLA's default emitters) differ: the second puts a barrier
-    (a cond) after each read at a scan index (slice_barrier).  Which one is chosen where the
+    traced inside a plain jax.jit (XLA's default emitters) differ: the second reads at each
+    scan index inside a barrier (a cond; the sweeps' read hook, batch._reader).  Which one is chosen where the
     kernel is traced, also in the custom_vmap rules that JAX runs when it batches a program
     traced before, and a trace cached in one context is not reused in the other; both
     formulations give the per-state numbers."""
@@ -436,10 +436,12 @@ def test_kernels_are_traced_for_the_options_they_compile_with(monkeypatch):
     Q, V, T = (jnp.asarray(r.uniform(-1, 1, (9, m.nv))) for _ in range(3))
     seen = []
 
-    def spy(x, i):
+    reader = batch._reader
+
+    def spy(one):
         seen.append(for_cpu_options())
-        return jaxdyn.dynamics.common.slice_barrier(x, i)
-    monkeypatch.setattr(batch, "slice_barrier", spy)
+        return reader(one)
+    monkeypatch.setattr(batch, "_reader", spy)
     va = jax.vmap(jaxdyn.aba, (None, 0, 0, 0))
     runs = [("eager", va, 2, True), ("jax.jit", jax.jit(va), 3, False), ("jaxdyn.jit", jaxdyn.jit(va), 4, True),
             ("eager", va, 5, True), ("jax.jit", jax.jit(va), 6, False)]
@@ -539,6 +541,41 @@ def test_cpu_options_barrier_copies_nothing():
     got = jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS)(x, 1)
     want = 4.0 * np.sin(np.asarray(x)) ** 2 + 2.0 * np.sin(np.asarray(x))
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14, atol=1e-14)
+
+
+def test_thunk_barrier_computes_in_its_branch():
+    """common.materialize given a thunk: in a program traced for XLA's default emitters (a
+    caller's plain jit) the thunk runs inside the cond's branch, so the barrier copies nothing
+    even without region analysis, where the value form is copied; traced for CPU_OPTIONS the
+    thunk runs before the cond (there a product in the branch was slower).  Checked on the
+    jaxpr (where the sine is) and the compiled text (copies); the values are the same."""
+    from jaxdyn.compiled import tracing_for
+    from jaxdyn.dynamics.common import materialize
+    x = jnp.linspace(0.0, 1.0, 4096).reshape(64, 64)
+    no_region = {k: v for k, v in jaxdyn.CPU_OPTIONS.items() if k != "xla_cpu_copy_insertion_use_region_analysis"}
+
+    def f(thunk, x, i):
+        y = materialize((lambda: jnp.sin(x) * 2.0) if thunk else jnp.sin(x) * 2.0, i)
+        return y * y + y
+
+    def copies(thunk):
+        text = jax.jit(partial(f, thunk), compiler_options=no_region).lower(x, 1).compile().as_text()
+        return [ln for ln in text.splitlines() if " copy(" in ln]
+
+    def sine_in_branch(cpu_options):
+        with tracing_for(cpu_options):
+            jaxpr = jax.make_jaxpr(partial(f, True))(x, 1)
+        cond = next(e for e in jaxpr.eqns if e.primitive.name == "cond")
+        outside = any(e.primitive.name == "sin" for e in jaxpr.eqns)
+        inside = any(e.primitive.name == "sin" for b in cond.params["branches"] for e in b.jaxpr.eqns)
+        assert inside != outside
+        return inside
+    assert copies(False) != [] and copies(True) == []
+    assert sine_in_branch(False) and not sine_in_branch(True)
+    want = 4.0 * np.sin(np.asarray(x)) ** 2 + 2.0 * np.sin(np.asarray(x))
+    for thunk in (False, True):
+        got = jax.jit(partial(f, thunk), compiler_options=no_region)(x, 1)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-14, atol=1e-14)
 
 
 def test_take_static_equals_indexing():

@@ -4,8 +4,10 @@ Table 7.1), written once for both layouts.
 Every step is component-first (:mod:`jaxdyn.spatial.linalg`): it serves one state (vectors
 (6,), matrices (6, 6), a joint's S (6, k)) in :func:`jaxdyn.aba` and a batch-last chunk
 (vectors (6, C), matrices (6, 6, C)) in :func:`jaxdyn.aba_batch`.  Body frames, angular-first.
-``keep`` is applied to intermediate products: the identity for one state, a fusion barrier in
-the batch-last kernels (``jaxdyn.dynamics.batch``).
+``keep`` is applied to intermediate products, each given as a thunk (``keep(lambda: mm(IA, S))``):
+the identity for one state (:func:`same` calls it), a fusion barrier in the batch-last
+kernels (``jaxdyn.dynamics.batch``), which may compute it inside the barrier
+(:func:`jaxdyn.dynamics.common.materialize`).
 
 Step inputs ``x`` hold the body's joint transform Xup as ``E`` (3, 3, ...) and ``r`` (3, ...)
 (parent -> body, :class:`jaxdyn.spatial.Transform`) and its motion subspace S (6, k, ...).
@@ -20,8 +22,8 @@ from .common import SMALL_SPD, pd_inverse, spd_inverse_components
 
 
 def same(x):
-    """The identity ``keep`` (one state: nothing to keep from fusing)."""
-    return x
+    """The identity ``keep`` (one state: nothing to keep from fusing): x, or x() for a thunk."""
+    return x() if callable(x) else x
 
 
 def inverse_pivots(D):
@@ -41,8 +43,8 @@ def velocity_step(v_p, x, keep=same):
     Returns (v, (c, pA))."""
     E, r, S, qd, I6, fx = x
     vJ = mv(S, qd)
-    v, vJ = keep((sp.apply_motion(sp.Transform(E, r), v_p) + vJ, vJ))
-    Iv = keep(mv(I6, v))
+    v, vJ = keep(lambda: (sp.apply_motion(sp.Transform(E, r), v_p) + vJ, vJ))
+    Iv = keep(lambda: mv(I6, v))
     return v, (sp.cross_motion(v, vJ), sp.cross_force(v, Iv) - fx)
 
 
@@ -53,11 +55,11 @@ def inertia_step(IA, x, keep=same):
     x = (E, r, S, add (k, ...)): ``add`` is the armature on real dof slots and 1 on unused
     ones.  Returns (Xup^T Ia Xup, (U, D, D^-1, U D^-1, Ia))."""
     E, r, S, add = x
-    U = keep(mm(IA, S))
+    U = keep(lambda: mm(IA, S))
     D = mm(tr(S), U) + add[:, None] * eye_like(S.shape[1], U)
     Dinv = inverse_pivots(D)
-    UDinv = keep(mm(U, Dinv))
-    Ia = keep(IA - mm(UDinv, tr(U)))
+    UDinv = keep(lambda: mm(U, Dinv))
+    Ia = keep(lambda: IA - mm(UDinv, tr(U)))
     return sp.congruence(sp.Transform(E, r), Ia, keep), (U, D, Dinv, UDinv, Ia)
 
 
@@ -67,8 +69,8 @@ def bias_step(pA, x, keep=same):
 
     x = (E, r, S, U D^-1, Ia, c, tau (k, ...)).  Returns (Xup^T pa, u)."""
     E, r, S, UDinv, Ia, c, tau = x
-    u = keep(tau - mv(tr(S), pA))
-    pa = keep(pA + mv(Ia, c) + mv(UDinv, u))
+    u = keep(lambda: tau - mv(tr(S), pA))
+    pa = keep(lambda: pA + mv(Ia, c) + mv(UDinv, u))
     return sp.apply_force_T(sp.Transform(E, r), pa, keep), u
 
 
@@ -77,8 +79,8 @@ def acceleration_step(a_p, x, keep=same):
 
     x = (E, r, S, U, D^-1, u, c).  Returns (a, qdd)."""
     E, r, S, U, Dinv, u, c = x
-    a1 = keep(sp.apply_motion(sp.Transform(E, r), a_p) + c)
-    qdd = keep(mv(Dinv, u - mv(tr(U), a1)))
+    a1 = keep(lambda: sp.apply_motion(sp.Transform(E, r), a_p) + c)
+    qdd = keep(lambda: mv(Dinv, u - mv(tr(U), a1)))
     return a1 + mv(S, qdd), qdd
 
 

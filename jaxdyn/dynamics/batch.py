@@ -18,8 +18,9 @@ measurements are in ``benchmarks/results/core.json``):
 * :data:`CPU_OPTIONS`: the legacy XLA:CPU loop emitters vectorize these fusions, the newer
   fusion emitters do not.  A top-level ``aba_batch`` call uses them; inside your own
   function, compile it with ``jaxdyn.jit``.  Traced for the newer emitters (inside a plain
-  ``jax.jit``), each sweep step first puts what it reads at the scan index behind a
-  barrier (:func:`jaxdyn.dynamics.common.slice_barrier`).
+  ``jax.jit``), each sweep step reads at the scan index inside a barrier (:func:`_reader`),
+  and each ``keep`` computes its product inside the barrier's branch (a thunk of
+  :func:`materialize`), so no barrier copies its array.
 * Chunking and sharding (:mod:`jaxdyn.dynamics.chunks`): the batch runs in chunks of
   ``chunk`` robots (``lax.map``); the chunks are split over the devices with ``shard_map``.
   One XLA:CPU program runs on one core, so two cores need two host devices.
@@ -54,7 +55,7 @@ from .chunks import ObjectCache, device_count, map_chunks, replicated, split_row
 from .aba_steps import (acceleration_step, bias_step, inertia_step, rnea_backward_step, rnea_forward_step,
                         same, velocity_step)
 from .common import (body_inertia_matrices, check_gravity, dof_mask, dof_owner, gravity_acceleration,
-                     materialize, per_body, pivot_addend, scatter_dofs, slice_barrier, take_static)
+                     materialize, per_body, pivot_addend, scatter_dofs, take_static)
 
 # ---------------------------------------------------------------- layout: fusion barriers
 # The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
@@ -68,18 +69,13 @@ def _kept(step, one):
     barrier (``one`` state)."""
     def run(carry, x):
         i, rest = x[0], x[1:]
-        if one:
-            return step(carry, rest)
-        carry, rest = slice_barrier((carry, rest), i)
-        return step(carry, rest, partial(materialize, i=i))
+        return step(carry, rest) if one else step(carry, rest, partial(materialize, i=i))
     return run
 
 
 def _pass2(one):
     """Articulated inertia and bias force together (one sweep; the two parts of pass 2)."""
     def run(acc, x):
-        if not one:
-            acc, x = slice_barrier((acc, x), x[0])
         IA, pA = acc
         i, E, r, S, add, c, tau = x
         keep = same if one else partial(materialize, i=i)
@@ -87,6 +83,17 @@ def _pass2(one):
         pAp, u = bias_step(pA, (E, r, S, UDinv, Ia, c, tau), keep)
         return (IAp, pAp), (U, Dinv, u)
     return run
+
+
+def _reader(one):
+    """The sweeps' ``read`` (:func:`jaxdyn.tree.forward_sweep`) for a chunk traced for
+    XLA:CPU's default fusion emitters: what a step reads at the scan index (its xs, its
+    parent's or its own buffer slot) is read inside a fusion barrier (a thunk of
+    :func:`materialize`, which copies the slices once), because those emitters turn a fusion
+    that reads a dynamic slice into scalar code that reloads the index for every element.
+    None (plain reads) for one state and for programs traced for :data:`CPU_OPTIONS`, whose
+    legacy emitters vectorize such fusions."""
+    return None if one or for_cpu_options() else materialize
 
 
 class _Tree(NamedTuple):
@@ -199,7 +206,7 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     nb, o = model.nb, int(bool(free))                                       # o: first scanned body
 
     def jt(bodies, ts, kk):
-        with J.per_model_axes() if lanes else contextlib.nullcontext():
+        with contextlib.nullcontext() if one else J.elementwise_products():
             return per_state(lambda m, x: _joint_transforms(m, x, bodies, ts, kk), q)
     E1, r1, S1 = jt(slice(o, nb), types, k)
     qdb, taub = _slots(model, qd, tau, free, k, one, lanes, per_state)
@@ -220,10 +227,10 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     else:
         v0 = jnp.zeros((6,) + bs, dt)
     _, (c, pA) = forward_sweep(_kept(velocity_step, one), tree, v0,
-                               (idx, E1, r1, S1, qdb[1], I6[o:], fx[o:]))
+                               (idx, E1, r1, S1, qdb[1], I6[o:], fx[o:]), _reader(one))
     IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6) + bs)
     (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2(one), tree, (IA0, pA),
-                                                 (idx, E1, r1, S1, padarm[o:, :k], c, taub[1]))
+                                                 (idx, E1, r1, S1, padarm[o:, :k], c, taub[1]), _reader(one))
     a0b = jnp.broadcast_to(a0.reshape((6,) + (1,) * len(bs)) if a0.ndim == 1 else a0, (6,) + bs)
     if free:   # body 0 (S0: model.k columns, unused ones zero): its pass 2 and 3 steps, the world as parent
         _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0]))
@@ -231,7 +238,7 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         a0b, qdd0 = acceleration_step(a0b, (E0, r0, S0, U0, Dinv0, u0, jnp.zeros_like(v0)))
     if ci is not None:   # XLA would fuse the root's step into the sweep buffer's broadcast, once per body
         a0b = materialize(a0b, ci)
-    _, qddb = forward_sweep(_kept(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c))
+    _, qddb = forward_sweep(_kept(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c), _reader(one))
 
     def scatter(m, qb, q0, t):                                             # one state: (nv,)
         msk = dof_mask(m).astype(dt)
@@ -322,8 +329,8 @@ def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
     C = q.shape[0]
     idx = jnp.arange(model.nb, dtype=jnp.int32)
     init = (jnp.zeros((6, C), dt), jnp.broadcast_to(a0[:, None], (6, C)))
-    _, f = forward_sweep(_kept(rnea_forward_step, False), model, init, (idx, E, r, S, qdb, qddb, I6))
-    _, taub = backward_sweep(_kept(rnea_backward_step, False), model, f, (idx, E, r, S))
+    _, f = forward_sweep(_kept(rnea_forward_step, False), model, init, (idx, E, r, S, qdb, qddb, I6), _reader(False))
+    _, taub = backward_sweep(_kept(rnea_backward_step, False), model, f, (idx, E, r, S), _reader(False))
     tau = jnp.moveaxis(scatter_dofs(model, taub), -1, 0)
     return tau + model.armature.astype(dt)[None] * qdd
 

@@ -8,6 +8,7 @@ from jax import lax
 
 from .. import spatial as sp
 from ..compiled import for_cpu_options
+from ..tree import varying_like
 from ..model.configuration import gather
 from ..model.model import Model, array_module, tree_arrays
 from ..errors import ShapeError
@@ -219,9 +220,24 @@ def materialize(x, i):
     *recomputes* each element of the inner product for every use; ``optimization_barrier``
     is removed before fusion on CPU, so this is a ``lax.cond`` whose predicate XLA cannot
     fold.  The batch-last kernels pass it as their ``keep``.  On other backends (where a cond
-    would sync with the host) it returns x as is."""
+    would sync with the host) it returns x as is.
+
+    x may also be a thunk (a function of no arguments returning the pytree).  In a program
+    traced for XLA:CPU's default fusion emitters (a caller's plain ``jax.jit``) the thunk is
+    then computed inside the cond's branch, so the cond's result is written once: without
+    region analysis in copy insertion (one of :data:`jaxdyn.CPU_OPTIONS`) XLA copies an
+    operand that a branch returns as is.  ``jax.jit(jax.vmap(jaxdyn.aba))`` on
+    talos_reduced: 0.92x.  Traced for :data:`jaxdyn.CPU_OPTIONS` (where the copy is aliased
+    away) the thunk is computed before the cond: computing it in the branch there was
+    1.23x slower."""
+    if callable(x) and (for_cpu_options() or jax.default_backend() != "cpu"):
+        x = x()
     if jax.default_backend() != "cpu":
         return x
+    if callable(x):
+        shapes = jax.eval_shape(x)        # zeros varying as x's leaves under a caller's shard_map
+        return lax.cond(i >= 0, x, lambda: jax.tree_util.tree_map(
+            lambda s: varying_like(jnp.zeros(s.shape, s.dtype), s), shapes))
     return lax.cond(i >= 0, lambda x: x, lambda x: jax.tree_util.tree_map(jnp.zeros_like, x), x)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from .._typing import Configuration
 from .. import spatial as sp
 from ..model.configuration import gather
-from ..model.joints import jcalc
+from ..model.joints import in_elementwise_products, jcalc
 from ..model.model import Model, array_module, check_state, tree_arrays
 from ..tree import forward_sweep
 from ..compiled import cpu_jit
@@ -28,6 +28,9 @@ def joint_transforms(model: Model, q, bodies=slice(None), types=None, k=None):
 
     def one(t, axis, pitch, qq, E, r):
         XJ, S = jcalc(types, k, t, axis, pitch, qq)
+        if in_elementwise_products():    # E_J E_tree as a broadcast-multiply-sum, not a batched dot
+            XJ = sp.Transform(sum(XJ.E[:, j, None] * E[None, j] for j in range(3)), XJ.r)
+            return sp.Transform(XJ.E, r + sum(E[j] * XJ.r[j] for j in range(3))), S
         return sp.compose(XJ, sp.Transform(E, r)), S
 
     return jax.vmap(one)(model.jtype[bodies], model.axis[bodies], model.pitch[bodies], qj,

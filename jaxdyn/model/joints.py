@@ -83,16 +83,21 @@ def joint_code(t) -> int:
     return int(t)
 
 
-_ELEMENTWISE = contextvars.ContextVar("jaxdyn_elementwise_axis_rot", default=False)
+_ELEMENTWISE = contextvars.ContextVar("jaxdyn_elementwise_products", default=False)
 
 
 @contextlib.contextmanager
-def per_model_axes():
-    """While tracing inside it, revolute rotations take K^2 = a a^T - |a|^2 1 instead of
-    K @ K (K = skew(a)).  For a vmap over models (a stack's lanes, where every lane has its
-    own axes) K @ K is a batched dot of 3x3 blocks, one per lane and body, and the vmapped
-    ABA of a stack ran 10 % faster without it; one state and a batch of states of one model
-    keep the dot (4 % faster for one talos_reduced state)."""
+def elementwise_products():
+    """While tracing inside it, the 3x3 products of the joint transforms are written as
+    broadcast-multiply-sums instead of dots: revolute rotations take K^2 = a a^T - |a|^2 1
+    instead of K @ K (K = skew(a)), and :func:`jaxdyn.kinematics.joint_transforms` composes
+    E_J E_tree elementwise.  Under a vmap over states or models each such dot is a batched
+    dot of 3x3 blocks, one per state and body, which XLA:CPU runs as a library call
+    (YNNPACK, with the default flags) or a small-dot loop and transposes around it.  The
+    batch-last kernels (``jaxdyn.dynamics.batch``) trace their joint transforms inside it:
+    ``vmap(aba)`` / ``aba_batch`` 0.85-0.88x on panda, anymal_c, talos_reduced and g1
+    (same-process A/B, both jits); a stack's lanes 0.90x (K^2).  One state keeps the dots
+    (4 % faster for one talos_reduced state)."""
     token = _ELEMENTWISE.set(True)
     try:
         yield
@@ -100,11 +105,17 @@ def per_model_axes():
         _ELEMENTWISE.reset(token)
 
 
+def in_elementwise_products():
+    """True while tracing inside :func:`elementwise_products`."""
+    return _ELEMENTWISE.get()
+
+
 def _axis_rot(axis, c, s):
     """Rotation (child axes in parent coordinates) by angle (cos c, sin s) about unit axis."""
     K = skew(axis)
-    if _ELEMENTWISE.get():
-        KK = axis[:, None] * axis[None, :] - jnp.sum(axis * axis) * jnp.eye(3, dtype=axis.dtype)
+    if _ELEMENTWISE.get():   # |a|^2 as two adds, not a reduce (XLA:CPU hands reductions to YNNPACK)
+        n2 = axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2]
+        KK = axis[:, None] * axis[None, :] - n2 * jnp.eye(3, dtype=axis.dtype)
         return jnp.eye(3, dtype=axis.dtype) + s * K + (1 - c) * KK
     return jnp.eye(3, dtype=axis.dtype) + s * K + (1 - c) * (K @ K)
 

@@ -22,7 +22,7 @@ from .linalg import cross3, mm, mv, skew_left, skew_right, tr
 
 
 def _same(x):
-    return x
+    return x() if callable(x) else x
 
 
 class Transform(NamedTuple):
@@ -91,8 +91,11 @@ def compose(X_bc: Transform, X_ab: Transform) -> Transform:
 
     E_ab^T r_bc is written as a broadcast-multiply-sum: as a dot, vmapped forward-mode
     ``rnea`` on a floating-base robot made XLA:CPU choose a non-row-major layout for it and
-    abort in its dot emitter (a CHECK, jaxlib 0.10.2)."""
-    return Transform(mm(X_bc.E, X_ab.E), X_ab.r + jnp.sum(X_ab.E * X_bc.r[:, None], 0))
+    abort in its dot emitter (a CHECK, jaxlib 0.10.2).  The sum is written as two adds, not a
+    reduce, which XLA:CPU would hand to YNNPACK with its default flags (a stack of four
+    robots under ``vmap(aba)`` in a plain ``jax.jit``: 0.92x)."""
+    Er = X_ab.E * X_bc.r[:, None]
+    return Transform(mm(X_bc.E, X_ab.E), X_ab.r + Er[0] + Er[1] + Er[2])
 
 
 def inverse(X: Transform) -> Transform:
@@ -122,8 +125,9 @@ def apply_force(X: Transform, f):
 def apply_force_T(X: Transform, f, keep=_same):
     """X^T f: force in B -> force in A (the backward-sweep transfer); component-first, as
     :func:`apply_motion`.  ``keep`` is applied to the rotated halves (E^T n, E^T f) before the
-    shift; the batch-last kernels pass a fusion barrier there (``jaxdyn.dynamics.batch``)."""
-    Etn, Etf = keep((mv(tr(X.E), f[:3]), mv(tr(X.E), f[3:])))
+    shift, given as a thunk; the batch-last kernels pass a fusion barrier there
+    (``jaxdyn.dynamics.batch``, :func:`jaxdyn.dynamics.common.materialize`)."""
+    Etn, Etf = keep(lambda: (mv(tr(X.E), f[:3]), mv(tr(X.E), f[3:])))
     return jnp.concatenate([Etn + cross3(X.r, Etf), Etf])
 
 
@@ -131,7 +135,7 @@ def congruence(X: Transform, I, keep=_same):
     """X^T I X for a symmetric 6x6 matrix I (6, 6, ...) (an inertia in B -> the same inertia
     in A), component-first.  Done on 3x3 blocks, X = blockdiag(E, E) [[1, 0], [-rx, 1]]:
     rotate by E, then shift by r (~230 multiplies instead of 432 for two 6x6 products).
-    ``keep`` is applied to every intermediate product (as in :func:`apply_force_T`).  One
+    ``keep`` is applied to every intermediate product, as a thunk (as in :func:`apply_force_T`).  One
     object (I of shape (6, 6)) takes two 6x6 dots instead: a smaller program to differentiate
     and compile (figures: ``benchmarks/results/design_measurements.md``)."""
     if I.ndim == 2:                 # one object: two 6x6 dots (a smaller program to differentiate)
@@ -139,10 +143,10 @@ def congruence(X: Transform, I, keep=_same):
         return X6.T @ I @ X6
     E = X.E
     Et = tr(E)
-    RtI = keep(jnp.concatenate([mm(Et, I[:3]), mm(Et, I[3:])], 0))
-    A1, B1, C1 = keep((mm(RtI[:3, :3], E), mm(RtI[:3, 3:], E), mm(RtI[3:, 3:], E)))
+    RtI = keep(lambda: jnp.concatenate([mm(Et, I[:3]), mm(Et, I[3:])], 0))
+    A1, B1, C1 = keep(lambda: (mm(RtI[:3, :3], E), mm(RtI[:3, 3:], E), mm(RtI[3:, 3:], E)))
     TR = B1 + skew_left(X.r, C1)
-    BL = keep(tr(B1) - skew_right(C1, X.r))
+    BL = keep(lambda: tr(B1) - skew_right(C1, X.r))
     TL = A1 - skew_right(B1, X.r) + skew_left(X.r, BL)
     return jnp.concatenate([jnp.concatenate([TL, TR], 1), jnp.concatenate([tr(TR), C1], 1)], 0)
 
