@@ -95,11 +95,10 @@ CPU_XLA_FLAGS = " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
 ``jax.jit``: ``XLA_FLAGS="$(python -c 'import jaxdyn; print(jaxdyn.CPU_XLA_FLAGS)')" python
 run.py``.  XLA reads them when JAX starts its CPU backend, so they must be in the environment
 before the first computation.  jaxdyn then also traces a plain ``jax.jit``'s programs for the
-legacy emitters (:func:`for_cpu_options`): ``jax.jit(jax.vmap(jaxdyn.aba))`` on talos_reduced
-ran 11.1 µs/state with XLA's defaults, and 6.9 against ``aba_batch`` at 6.9 in a process
-with these flags (0.98-1.08x of ``aba_batch`` on the four robots of
-``benchmarks/results/grad.json``, key ``cpu_xla_flags``).  They apply to every program of
-the process, yours included."""
+legacy emitters (:func:`for_cpu_options`): ``jax.jit(jax.vmap(jaxdyn.aba))`` on
+talos_reduced ran 7.3 µs/state with XLA's defaults against ``aba_batch`` at 5.8, and at
+``aba_batch``'s speed with these flags (``benchmarks/results/grad.json``, key
+``cpu_xla_flags``).  They apply to every program of the process, yours included."""
 
 
 def _process_flags_give_cpu_options(flags):
