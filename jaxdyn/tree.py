@@ -190,7 +190,7 @@ def backward_sweep_with_parent(step, model, init, xs, read=None):
     return _backward(step, model, init, xs, read, True)
 
 
-def _reads(read, i, bufs, p, xs):
+def _reads(read, i, bufs, xs):
     """A sweep step's inputs at body i: each buffer of ``bufs`` read at its slot (i, or the
     parent slot p: :func:`_read`) and the body's xs (None: they come from the scan), through
     ``read`` (:func:`forward_sweep`) when given."""
@@ -206,7 +206,7 @@ def _backward(step, model, init, xs, read, with_parent):
 
     def body(buf, inp):
         i, p, x = inp if read is None else inp + (None,)
-        got = _reads(read, i, ((buf, i),) + (((buf, p),) if with_parent else ()), p, None if read is None else xs)
+        got = _reads(read, i, ((buf, i),) + (((buf, p),) if with_parent else ()), None if read is None else xs)
         acc, accp = got[0], (got[1] if with_parent else None)
         x = x if read is None else got[-1]
         to_parent, y = step(acc, accp, x)
@@ -233,7 +233,7 @@ def forward_sweep_with_siblings(step, model, init, sib_init, xs, read=None):
     def body(carry, inp):
         buf, sib = carry
         i, p, x = inp if read is None else inp + (None,)
-        got = _reads(read, i, ((buf, p), (sib, p)), p, None if read is None else xs)
+        got = _reads(read, i, ((buf, p), (sib, p)), None if read is None else xs)
         pv, ps = got[:2]
         x = x if read is None else got[2]
         val, to_parent, y = step(pv, ps, x)
