@@ -285,8 +285,10 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
     """jax.vmap(jaxdyn.aba) over a stack of models of different structure runs the batch-last
     kernel with a model per lane (aba_lanes) and equals each member's four-pass ABA
     (aba_unwrapped) on its own unpadded state, for stacks of floating bases (plan: FREE root
-    out of the scan), of floating and fixed bases (plan: the members' root joint types), and
-    with a forest (no plan), with f_ext per lane or shared; padded dofs get qdd = tau.  Inside
+    out of the scan), of floating and fixed bases (plan: the members' root joint types, each
+    lane's root steps picked among one run per type: free, helical, spherical and a fixed
+    root joint), and with a forest (no plan), with f_ext per lane or shared; padded dofs get
+    qdd = tau.  Inside
     jaxdyn.jit the sweeps read each body's parent among its candidates (Model.lane_parents)
     instead of gathering per lane: the same numbers, and NaN for a lane whose parents were
     changed behind the stack's back (not through Model.replace, which drops the list)."""
@@ -294,9 +296,13 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
     R = jaxdyn.robots.random_tree
     fl = [R(9, 0.5, 3, floating_base=True), R(6, 0.3, 4, floating_base=True, joint_types=("revolute", "spherical"))]
     fixed = R(7, 0.5, 5, joint_types=("revolute", "prismatic", "helical"))
+    roots = [R(6, 0.5, 7, joint_types=("spherical",)), R(5, 0.5, 1, joint_types=("fixed", "revolute"))]
     forest = R(8, 0.5, 6).replace(parent=R(8, 0.5, 6).parent.at[4].set(-1))
     rng = np.random.default_rng(0)
-    for ms, plan in ((fl, True), (fl + [fixed], tuple(sorted({6, int(fixed.jtype[0])}))), ([fixed, forest], None)):
+    mixed = tuple(sorted({6, int(fixed.jtype[0])}))
+    assert len(mixed) == 2 and [int(m.jtype[0]) for m in roots] == [5, 0]
+    for ms, plan in ((fl, True), (fl + [fixed], mixed), (fl[:1] + [fixed] + roots, tuple(sorted(mixed + (5, 0)))),
+                     ([fixed, forest], None)):
         st = jaxdyn.stack(ms)
         assert (st.scan_layout or (None,))[0] == plan
         n = len(ms)

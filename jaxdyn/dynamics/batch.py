@@ -178,6 +178,32 @@ def _slots(model: Model, qd, tau, free, k, one, lanes, per_state):
     return tuple((b[0] if free else None, b[o:, :k]) for b in (per_state(per_body, qd), per_state(per_body, tau)))
 
 
+class _Roots(NamedTuple):
+    """The root body of a plan that takes it out of the scan (:func:`_layout`), per joint type
+    it can have (``types``: one for a single model, the members' root types for a stack):
+    ``transforms`` holds each type's joint transform (E0, r0, S0 (6, model.k, ...));
+    :meth:`select` runs a step once per type, with S0's first NV[t] columns, and picks each
+    lane's result by its root joint type ``jtype``.  Each type's own S0 keeps a free joint's
+    S0 a constant permutation and a revolute one a single column, so XLA drops the products
+    with their zeros; one S0 selected per lane made them 6x6 products of data.  The stack of
+    panda, anymal_c, talos_reduced and g1 (panda's revolute root beside floating roots):
+    7.28 -> 7.07 and 7.45 -> 7.25 µs per state (alternating processes); what panda adds to a
+    talos_reduced stack beyond anymal_c fell from 0.97 to 0.55-0.65 µs.  The unselected
+    types' results of a lane are discarded (this kernel is not differentiated: the
+    ``custom_jvp`` of :func:`jaxdyn.aba`)."""
+    types: tuple
+    jtype: jax.Array
+    transforms: tuple
+
+    def select(self, step):
+        """``step(t, E0, r0, S0)`` for each root type t, each lane's of them (a pytree)."""
+        outs = [(t, step(t, E0, r0, S0[:, :J.NV[t]])) for t, (E0, r0, S0) in zip(self.types, self.transforms)]
+        out = outs[0][1]
+        for t, o in outs[1:]:
+            out = jax.tree_util.tree_map(lambda a, b: jnp.where(self.jtype == t, a, b), o, out)
+        return out
+
+
 def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, lanes=False, ci=None):
     """ABA on one chunk, q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv),
     or on one state, q (nq,), qd, tau (nv,), fx (nb, 6) -> qdd (nv,) (then without fusion
@@ -221,8 +247,9 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     tree = _Tree(nb - o, (parent - o).astype(jnp.int32), shifted)
     idx = jnp.arange(nb - o, dtype=jnp.int32)
     if free:   # body 0, the only root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
-        E0, r0, S0 = (a[0] for a in jt(slice(0, 1), root_types(free), model.k))
-        v0 = mv(S0, qdb[0])
+        ts = root_types(free)
+        roots = _Roots(ts, lane(model.jtype)[0], tuple(tuple(a[0] for a in jt(slice(0, 1), (t,), model.k)) for t in ts))
+        v0 = roots.select(lambda t, E0, r0, S0: mv(S0, qdb[0][:J.NV[t]]) if J.NV[t] else jnp.zeros((6,) + bs, dt))
         pA0 = sp.cross_force(v0, mv(I6[0], v0)) - fx[0]
     else:
         v0 = jnp.zeros((6,) + bs, dt)
@@ -232,10 +259,16 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2(one), tree, (IA0, pA),
                                                  (idx, E1, r1, S1, padarm[o:, :k], c, taub[1]), _reader(one))
     a0b = jnp.broadcast_to(a0.reshape((6,) + (1,) * len(bs)) if a0.ndim == 1 else a0, (6,) + bs)
-    if free:   # body 0 (S0: model.k columns, unused ones zero): its pass 2 and 3 steps, the world as parent
-        _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0]))
-        _, u0 = bias_step(pA0 + accp[-1], (E0, r0, S0, UDinv0, Ia0, jnp.zeros_like(v0), taub[0]))
-        a0b, qdd0 = acceleration_step(a0b, (E0, r0, S0, U0, Dinv0, u0, jnp.zeros_like(v0)))
+    if free:   # body 0: its pass 2 and 3 steps, the world as parent
+        def root_steps(t, E0, r0, S0):
+            n, zero = J.NV[t], jnp.zeros_like(v0)
+            if not n:
+                return sp.apply_motion(sp.Transform(E0, r0), a0b), jnp.zeros((model.k,) + bs, dt)
+            _, (U0, _, Dinv0, UDinv0, Ia0) = inertia_step(I6[0] + accIA[-1], (E0, r0, S0, padarm[0][:n]))
+            _, u0 = bias_step(pA0 + accp[-1], (E0, r0, S0, UDinv0, Ia0, zero, taub[0][:n]))
+            a, qdd = acceleration_step(a0b, (E0, r0, S0, U0, Dinv0, u0, zero))
+            return a, jnp.concatenate([qdd, jnp.zeros((model.k - n,) + bs, dt)])
+        a0b, qdd0 = roots.select(root_steps)
     if ci is not None:   # XLA would fuse the root's step into the sweep buffer's broadcast, once per body
         a0b = materialize(a0b, ci)
     _, qddb = forward_sweep(_kept(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c), _reader(one))
