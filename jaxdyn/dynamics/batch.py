@@ -188,9 +188,10 @@ class _Roots(NamedTuple):
     with their zeros; one S0 selected per lane made them 6x6 products of data.  The stack of
     panda, anymal_c, talos_reduced and g1 (panda's revolute root beside floating roots):
     7.28 -> 7.07 and 7.45 -> 7.25 µs per state (alternating processes); what panda adds to a
-    talos_reduced stack beyond anymal_c fell from 0.97 to 0.55-0.65 µs.  The unselected
-    types' results of a lane are discarded (this kernel is not differentiated: the
-    ``custom_jvp`` of :func:`jaxdyn.aba`)."""
+    talos_reduced stack beyond anymal_c fell from 0.97 to 0.55-0.65 µs.  Several types occur
+    only in a stack's lanes (one model has one root type), which ``vmap(aba)`` alone reaches
+    and whose derivatives take :func:`jaxdyn.aba`'s ``custom_jvp`` rule, so no gradient
+    passes through the results a lane discards."""
     types: tuple
     jtype: jax.Array
     transforms: tuple
@@ -248,7 +249,8 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     idx = jnp.arange(nb - o, dtype=jnp.int32)
     if free:   # body 0, the only root: v0 = S0 qd0 (c0 = 0), pA0 = v0 x* I0 v0 - f0
         ts = root_types(free)
-        roots = _Roots(ts, lane(model.jtype)[0], tuple(tuple(a[0] for a in jt(slice(0, 1), (t,), model.k)) for t in ts))
+        X0 = tuple(tuple(a[0] for a in jt(slice(0, 1), (t,), model.k)) for t in ts)
+        roots = _Roots(ts, lane(model.jtype)[0], X0)
         v0 = roots.select(lambda t, E0, r0, S0: mv(S0, qdb[0][:J.NV[t]]) if J.NV[t] else jnp.zeros((6,) + bs, dt))
         pA0 = sp.cross_force(v0, mv(I6[0], v0)) - fx[0]
     else:
