@@ -344,7 +344,7 @@ def test_vmap_of_rnea_runs_the_batch_kernel(robot_pair):
     f = jax.jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(m, q, v, a, gravity=g), (0, None, 0)))
     assert "stablehlo.case" in f.lower(q, v[0], a).as_text()            # the batch-last kernel's barriers
     close(f(q, v[0], a), jax.jit(jax.vmap(lambda qq, aa: rnea_recursive(m, qq, v[0], aa, None, g, "local")))(q, a), 1e-10)
-    from jaxdyn.dynamics.batch import rnea_batch
+    from jaxdyn.dynamics.batch_rnea import rnea_batch
     close(rnea_batch(m, q, v, a, chunk=2), jax.jit(jax.vmap(lambda *x: rnea_recursive(m, *x, None, None, "local")))(q, v, a), 1e-10)
     close(jax.vmap(lambda *x: jaxdyn.rnea(m, *x, fx))(q, v, a),
           jax.jit(jax.vmap(lambda *x: rnea_recursive(m, *x, fx, None, "local")))(q, v, a), 1e-10)

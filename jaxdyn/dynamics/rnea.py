@@ -13,7 +13,7 @@ from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from . import derivative_sweeps as ds
-from .batch import rnea_batch
+from .batch_rnea import rnea_batch
 from .common import (batched_like, body_inertias, external_forces, gravity_acceleration, per_body,
                      scatter_dofs, vmap_axes)
 from ..compiled import cpu_jit, for_cpu_options, tracing_for
@@ -53,7 +53,7 @@ def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyW
     One state is computed in closed form (:func:`rnea_closed_form`): the same Newton-Euler
     equations with the sums along the tree as products with the model's ancestry matrix,
     faster for one state on CPU.  ``jax.vmap(rnea)`` over states of one model runs the two
-    recursive sweeps in the batch-last layout instead (:func:`jaxdyn.dynamics.batch.rnea_batch`,
+    recursive sweeps in the batch-last layout instead (:func:`jaxdyn.dynamics.batch_rnea.rnea_batch`,
     a ``custom_vmap`` rule; with f_ext or a batched model, the vmapped sweeps of
     :func:`rnea_core`; vmapped, the closed form was several times slower), and derivatives
     (``jax.jvp``, ``jax.grad``, ...) differentiate the sweeps (a ``custom_jvp`` rule), as
@@ -84,7 +84,7 @@ def _rnea_jvp(f_ext_frame, primals, tangents):
 
 @lru_cache(maxsize=None)
 def _one_state(f_ext_frame, cpu_options):
-    """:func:`rnea_closed_form` whose ``vmap`` runs :func:`jaxdyn.dynamics.batch.rnea_batch`
+    """:func:`rnea_closed_form` whose ``vmap`` runs :func:`jaxdyn.dynamics.batch_rnea.rnea_batch`
     (states of one model, no f_ext) or the vmapped recursive sweeps.  ``cpu_options``: as
     for :func:`jaxdyn.dynamics.aba._batchable`."""
 
