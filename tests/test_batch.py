@@ -430,7 +430,7 @@ def test_entry_points_inside_a_callers_jit_over_constants():
 def test_kernels_are_traced_for_the_options_they_compile_with(monkeypatch):
     """A batch-last kernel traced for jaxdyn.CPU_OPTIONS (an eager vmap, jaxdyn.jit) and one
     traced inside a plain jax.jit (XLA's default emitters) differ: the second reads at each
-    scan index inside a barrier (a cond; the sweeps' read hook, batch._reader).  Which one is chosen where the
+    scan index inside a barrier (a cond; the sweeps' read hook, batch.sweep_reader).  Which one is chosen where the
     kernel is traced, also in the custom_vmap rules that JAX runs when it batches a program
     traced before, and a trace cached in one context is not reused in the other; both
     formulations give the per-state numbers."""
@@ -442,12 +442,12 @@ def test_kernels_are_traced_for_the_options_they_compile_with(monkeypatch):
     Q, V, T = (jnp.asarray(r.uniform(-1, 1, (9, m.nv))) for _ in range(3))
     seen = []
 
-    reader = batch._reader
+    reader = batch.sweep_reader
 
     def spy(one):
         seen.append(for_cpu_options())
         return reader(one)
-    monkeypatch.setattr(batch, "_reader", spy)
+    monkeypatch.setattr(batch, "sweep_reader", spy)
     va = jax.vmap(jaxdyn.aba, (None, 0, 0, 0))
     runs = [("eager", va, 2, True), ("jax.jit", jax.jit(va), 3, False), ("jaxdyn.jit", jaxdyn.jit(va), 4, True),
             ("eager", va, 5, True), ("jax.jit", jax.jit(va), 6, False)]

@@ -18,9 +18,9 @@ measurements are in ``benchmarks/results/core.json``):
 * :data:`CPU_OPTIONS`: the legacy XLA:CPU loop emitters vectorize these fusions, the newer
   fusion emitters do not.  A top-level ``aba_batch`` call uses them; inside your own
   function, compile it with ``jaxdyn.jit``.  Traced for the newer emitters (inside a plain
-  ``jax.jit``), each sweep step reads at the scan index inside a barrier (:func:`_reader`),
-  and each ``keep`` computes its product inside the barrier's branch (a thunk of
-  :func:`materialize`), so no barrier copies its array.
+  ``jax.jit``), each sweep step reads at the scan index inside a barrier
+  (:func:`sweep_reader`), and each ``keep`` computes its product inside the barrier's branch
+  (a thunk of :func:`materialize`), so no barrier copies its array.
 * Chunking and sharding (:mod:`jaxdyn.dynamics.chunks`): the batch runs in chunks of
   ``chunk`` robots (``lax.map``); the chunks are split over the devices with ``shard_map``.
   One XLA:CPU program runs on one core, so two cores need two host devices.
@@ -62,7 +62,7 @@ from .common import (body_inertia_matrices, check_gravity, dof_mask, dof_owner, 
 # the layout (C minor), the barriers between fused products, chunking and sharding.
 
 
-def _kept(step, one):
+def kept_step(step, one):
     """A per-body step of :mod:`jaxdyn.dynamics.aba_steps` whose inputs start with the scan
     index ``i``, run with :func:`materialize` at ``i`` as its ``keep`` (a chunk) or with no
     barrier (``one`` state)."""
@@ -84,7 +84,7 @@ def _pass2(one):
     return run
 
 
-def _reader(one):
+def sweep_reader(one):
     """The sweeps' ``read`` (:func:`jaxdyn.tree.forward_sweep`) for a chunk traced for
     XLA:CPU's default fusion emitters: what a step reads at the scan index (its xs, its
     parent's or its own buffer slot) is read inside a fusion barrier (a thunk of
@@ -150,7 +150,7 @@ def chunk_joint_transforms(model: Model, q):
             jnp.concatenate([jnp.pad(S0, ((0, 0), (0, 0), (0, model.k - 6), (0, 0))), S1]))
 
 
-def _body_constants(model: Model, dt, batch=(1,)):
+def body_constants(model: Model, dt, batch=(1,)):
     """State-independent per-body data, computed once per call: 6x6 inertias (nb, 6, 6, *batch)
     and the pivot's diagonal addend (armature; 1 on unused slots) (nb, k, *batch); ``batch`` =
     (1,) for chunks, () for one state."""
@@ -207,7 +207,7 @@ class _Roots(NamedTuple):
 def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, lanes=False, ci=None):
     """ABA on one chunk, q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv),
     or on one state, q (nq,), qd, tau (nv,), fx (nb, 6) -> qdd (nv,) (then without fusion
-    barriers).  ``consts``: :func:`_body_constants`; ``free, k, types``: :func:`_layout`; a0
+    barriers).  ``consts``: :func:`body_constants`; ``free, k, types``: :func:`_layout`; a0
     (6,) the base acceleration.  Three sweeps (velocities; articulated inertias and bias
     forces together; accelerations) over the bodies after a floating root, which is handled
     outside them.
@@ -254,11 +254,11 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         pA0 = sp.cross_force(v0, mv(I6[0], v0)) - fx[0]
     else:
         v0 = jnp.zeros((6,) + bs, dt)
-    _, (c, pA) = forward_sweep(_kept(velocity_step, one), tree, v0,
-                               (idx, E1, r1, S1, qdb[1], I6[o:], fx[o:]), _reader(one))
+    _, (c, pA) = forward_sweep(kept_step(velocity_step, one), tree, v0,
+                               (idx, E1, r1, S1, qdb[1], I6[o:], fx[o:]), sweep_reader(one))
     IA0 = jnp.broadcast_to(I6[o:], (nb - o, 6, 6) + bs)
     (accIA, accp), (U, Dinv, u) = backward_sweep(_pass2(one), tree, (IA0, pA),
-                                                 (idx, E1, r1, S1, padarm[o:, :k], c, taub[1]), _reader(one))
+                                                 (idx, E1, r1, S1, padarm[o:, :k], c, taub[1]), sweep_reader(one))
     a0b = jnp.broadcast_to(a0.reshape((6,) + (1,) * len(bs)) if a0.ndim == 1 else a0, (6,) + bs)
     if free:   # body 0: its pass 2 and 3 steps, the world as parent
         def root_steps(t, E0, r0, S0):
@@ -272,7 +272,8 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         a0b, qdd0 = roots.select(root_steps)
     if ci is not None:   # XLA would fuse the root's step into the sweep buffer's broadcast, once per body
         a0b = materialize(a0b, ci)
-    _, qddb = forward_sweep(_kept(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c), _reader(one))
+    _, qddb = forward_sweep(kept_step(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c),
+                            sweep_reader(one))
 
     def scatter(m, qb, q0, t):                                             # one state: (nv,)
         msk = dof_mask(m).astype(dt)
@@ -308,7 +309,7 @@ def aba_one_state(model: Model, q, qd, tau, fx=None, gravity=None):
     q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
     fx = jnp.zeros((model.nb, 6), dt) if fx is None else fx.astype(dt)
     a0 = gravity_acceleration(model, gravity).astype(dt)
-    return aba_layout_kernel(model, q, qd, tau, fx, a0, _body_constants(model, dt, ()), *_layout(model))
+    return aba_layout_kernel(model, q, qd, tau, fx, a0, body_constants(model, dt, ()), *_layout(model))
 
 
 def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
@@ -321,7 +322,7 @@ def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
         f_ext = jnp.asarray(f_ext, dt)
         fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
     a0 = gravity_acceleration(model, gravity).astype(dt)
-    consts = _body_constants(model, dt)
+    consts = body_constants(model, dt)
     return map_chunks(lambda ci, x: aba_layout_kernel(model, *x, a0, consts, free, k, types, ci=ci), (q, qd, tau, fx),
                       chunk, ndev)
 
@@ -344,7 +345,7 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
 
     def run(ci, x):
         m, q, qd, tau, fx = x
-        I6, padarm = jax.vmap(lambda mm: _body_constants(mm, dt, ()))(m)
+        I6, padarm = jax.vmap(lambda mm: body_constants(mm, dt, ()))(m)
         a0 = jax.vmap(lambda mm: gravity_acceleration(mm, gravity).astype(dt))(m)
         return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True,
                                  ci=ci)

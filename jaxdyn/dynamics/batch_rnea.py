@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from ..model.model import Model
 from ..tree import backward_sweep, forward_sweep
 from .aba_steps import rnea_backward_step, rnea_forward_step
-from .batch import _body_constants, _kept, _reader, chunk_joint_transforms
+from .batch import body_constants, chunk_joint_transforms, kept_step, sweep_reader
 from .chunks import map_chunks
 from .common import gravity_acceleration, per_body, scatter_dofs
 
@@ -20,7 +20,7 @@ from .common import gravity_acceleration, per_body, scatter_dofs
 def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
     """RNEA (:func:`jaxdyn.rnea`, without f_ext) on a chunk: q (C, nq), qd, qdd (C, nv) ->
     tau (C, nv), batch-last (the two sweeps of :mod:`jaxdyn.dynamics.aba_steps`' RNEA steps
-    with fusion barriers); I6 (nb, 6, 6, 1) from :func:`_body_constants`, a0 (6,)."""
+    with fusion barriers); I6 (nb, 6, 6, 1) from :func:`body_constants`, a0 (6,)."""
     dt = q.dtype
     last = lambda a: jnp.moveaxis(a, 0, -1)
     E, r, S = chunk_joint_transforms(model, q)
@@ -28,8 +28,9 @@ def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
     C = q.shape[0]
     idx = jnp.arange(model.nb, dtype=jnp.int32)
     init = (jnp.zeros((6, C), dt), jnp.broadcast_to(a0[:, None], (6, C)))
-    _, f = forward_sweep(_kept(rnea_forward_step, False), model, init, (idx, E, r, S, qdb, qddb, I6), _reader(False))
-    _, taub = backward_sweep(_kept(rnea_backward_step, False), model, f, (idx, E, r, S), _reader(False))
+    read = sweep_reader(False)
+    _, f = forward_sweep(kept_step(rnea_forward_step, False), model, init, (idx, E, r, S, qdb, qddb, I6), read)
+    _, taub = backward_sweep(kept_step(rnea_backward_step, False), model, f, (idx, E, r, S), read)
     tau = jnp.moveaxis(scatter_dofs(model, taub), -1, 0)
     return tau + model.armature.astype(dt)[None] * qdd
 
@@ -40,6 +41,6 @@ def rnea_batch(model: Model, q, qd, qdd, gravity=None, chunk=128):
     over states of one model runs."""
     dt = jnp.result_type(q, qd, qdd)
     a0 = gravity_acceleration(model, gravity).astype(dt)
-    I6, _ = _body_constants(model, dt)
+    I6, _ = body_constants(model, dt)
     return map_chunks(lambda _, x: rnea_chunk(model, *x, a0, I6), tuple(jnp.asarray(a, dt) for a in (q, qd, qdd)),
                       chunk)
