@@ -288,10 +288,10 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
     out of the scan), of floating and fixed bases (plan: the members' root joint types, each
     lane's root steps picked among one run per type: free, helical, spherical and a fixed
     root joint), and with a forest (no plan), with f_ext per lane or shared; padded dofs get
-    qdd = tau.  Inside
-    jaxdyn.jit the sweeps read each body's parent among its candidates (Model.lane_parents)
-    instead of gathering per lane: the same numbers, and NaN for a lane whose parents were
-    changed behind the stack's back (not through Model.replace, which drops the list)."""
+    qdd = tau.  Inside jaxdyn.jit the sweeps read each body's parent among its candidates
+    (Model.lane_parents) instead of gathering per lane: the same numbers, and NaN for a lane
+    whose parents were changed behind the stack's back (not through Model.replace, which
+    drops the list)."""
     from jaxdyn.dynamics import aba_unwrapped
     R = jaxdyn.robots.random_tree
     fl = [R(9, 0.5, 3, floating_base=True), R(6, 0.3, 4, floating_base=True, joint_types=("revolute", "spherical"))]
