@@ -289,9 +289,10 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
     lane's root steps picked among one run per type: free, helical, spherical and a fixed
     root joint), and with a forest (no plan), with f_ext per lane or shared; padded dofs get
     qdd = tau.  Inside jaxdyn.jit the sweeps read each body's parent among its candidates
-    (Model.lane_parents) instead of gathering per lane: the same numbers, and NaN for a lane
-    whose parents were changed behind the stack's back (not through Model.replace, which
-    drops the list)."""
+    (Model.lane_parents) instead of gathering per lane, and each dof is read from the joint
+    slots that hold it in some member (Model.lane_dofs) instead of a scatter per lane: the
+    same numbers, and NaN for a lane whose parents or dof slots were changed behind the
+    stack's back (not through Model.replace, which drops the lists)."""
     from jaxdyn.dynamics import aba_unwrapped
     R = jaxdyn.robots.random_tree
     fl = [R(9, 0.5, 3, floating_base=True), R(6, 0.3, 4, floating_base=True, joint_types=("revolute", "spherical"))]
@@ -321,6 +322,13 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
             assert bad[1, st.nb - 1] not in st.lane_parents[st.nb - 1]
             off = np.asarray(fj(dataclasses.replace(st, parent=bad), Q, V, T, F))
             assert np.isnan(off[1]).all() and np.isfinite(off[0]).all()
+            # a vidx that puts a dof in a joint slot where no member has it (Model.lane_dofs)
+            b, j = 2, int(st.vidx[1, 3, 0])
+            assert (b, 0) not in st.lane_dofs[j] and int(st.vidx[1, b, 0]) != j
+            swapped = st.vidx.at[1, 3, 0].set(st.vidx[1, b, 0]).at[1, b, 0].set(j)
+            for fn in (f, fj):
+                off = np.asarray(fn(dataclasses.replace(st, vidx=swapped), Q, V, T, F))
+                assert np.isnan(off[1]).all() and np.isfinite(off[0]).all()
         Q, V, T, F, out, shared, cand = (np.asarray(x) for x in (Q, V, T, F, out, shared, cand))   # slice on the host
         for i, m in enumerate(ms):
             ref = jax.jit(aba_unwrapped)

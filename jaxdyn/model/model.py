@@ -34,7 +34,8 @@ gravity  (3,)           gravity in world coordinates
 Static metadata: sizes, the tuple of joint types present (only those branches are compiled),
 names of bodies, joints and frames, ``scan_layout`` (the batch-last kernels' plan for a
 floating root), ``static_tree`` (parent and vidx as tuples) and, for a stack,
-``lane_parents`` (each body's parents among the members, see ``jaxdyn.stack``).
+``lane_parents`` (each body's parents among the members) and ``lane_dofs`` (each dof's joint
+slots among the members), see ``jaxdyn.stack``.
 
 Topology as data, not as static structure (a decision taken by measurement, 2026-11).  The
 alternative is a Model split into a static topology (parent, joint types, index maps as
@@ -76,7 +77,7 @@ DATA_FIELDS = ("parent", "jtype", "qidx", "vidx", "Xtree_E", "Xtree_r", "axis", 
                "frame_r", "gravity")
 """Array leaves of a Model (traced under jit, batched by ``stack``)."""
 META_FIELDS = ("nb", "nq", "nv", "nqj", "k", "types", "body_names", "joint_names", "frame_names", "name",
-               "scan_layout", "static_tree", "lane_parents")
+               "scan_layout", "static_tree", "lane_parents", "lane_dofs")
 """Static metadata of a Model (part of the jit cache key)."""
 
 
@@ -121,18 +122,21 @@ class Model:
     scan_layout: Optional[tuple] = None
     static_tree: Optional[tuple] = None
     lane_parents: Optional[tuple] = None
+    lane_dofs: Optional[tuple] = None
 
     def replace(self, **kw) -> "Model":
         """A copy with some fields replaced.  Replacing the topology (parent, jtype, nb, k,
         types) drops ``scan_layout``, replacing parent, vidx, nb, nv or k drops
-        ``static_tree``, and replacing parent or nb drops ``lane_parents``, unless they are
-        given too."""
+        ``static_tree``, replacing parent or nb drops ``lane_parents``, and replacing vidx,
+        nb, nv or k drops ``lane_dofs``, unless they are given too."""
         if "scan_layout" not in kw and any(f in kw for f in ("parent", "jtype", "nb", "k", "types")):
             kw["scan_layout"] = None
         if "static_tree" not in kw and any(f in kw for f in ("parent", "vidx", "nb", "nv", "k")):
             kw["static_tree"] = None
         if "lane_parents" not in kw and any(f in kw for f in ("parent", "nb")):
             kw["lane_parents"] = None
+        if "lane_dofs" not in kw and any(f in kw for f in ("vidx", "nb", "nv", "k")):
+            kw["lane_dofs"] = None
         return dataclasses.replace(self, **kw)
 
     def frame_id(self, name: str) -> int:

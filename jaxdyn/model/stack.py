@@ -6,8 +6,9 @@ diagonal inertia (armature 1, ``v_pad`` 1) and zero acceleration under zero forc
 Padded q entries are never read and stay as given.
 
 ``jax.vmap(jaxdyn.aba)`` over a stack runs the batch-last ABA kernel with a model per lane
-(:func:`jaxdyn.dynamics.batch.aba_lanes`), with the plan :func:`stack` records and, per body,
-the parents its members give it (``Model.lane_parents``).
+(:func:`jaxdyn.dynamics.batch.aba_lanes`), with the plan :func:`stack` records, per body the
+parents its members give it (``Model.lane_parents``) and per dof the joint slots that hold it
+(``Model.lane_dofs``).
 """
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def stack(models: Sequence[Model]) -> Model:
     return padded[0].replace(**leaves, types=tuple(sorted(types)), body_names=(), joint_names=(),
                              frame_names=(), name="stack[" + ",".join(m.name for m in models) + "]",
                              scan_layout=_stacked_layout(models, dims["nb"]),
-                             lane_parents=_lane_parents(models, dims["nb"]))
+                             lane_parents=_lane_parents(models, dims["nb"]), lane_dofs=_lane_dofs(padded))
 
 
 def _stacked_layout(models, nb):
@@ -126,6 +127,21 @@ def _lane_parents(models, nb):
     for i in range(nb):
         out.append(tuple(sorted({int(np.asarray(m.parent)[i]) for m in models if i < m.nb})))
     return tuple(out)
+
+
+def _lane_dofs(padded):
+    """``Model.lane_dofs`` of a stack of the ``padded`` members: for each of the nv dofs, the
+    sorted distinct joint slots (body, slot) of ``vidx`` that hold it in some member (none for
+    a dof that is padding in every member).  A model per lane then writes each dof from these
+    few (static) slots instead of scattering its slots to traced dofs per lane
+    (:func:`jaxdyn.dynamics.batch.aba_layout_kernel`)."""
+    nv = padded[0].nv
+    out = [set() for _ in range(nv)]
+    for m in padded:
+        for (b, s), j in np.ndenumerate(np.asarray(m.vidx)):
+            if j < nv:
+                out[j].add((int(b), int(s)))
+    return tuple(tuple(sorted(c)) for c in out)
 
 
 def pad_state(model: Model, x, n: int):
