@@ -10,7 +10,6 @@ import numpy as np
 from .._typing import Configuration
 from .. import spatial as sp
 from ..model.configuration import gather
-from ..model import joints as J
 from ..model.joints import in_elementwise_products, jcalc
 from ..model.model import Model, array_module, check_state, tree_arrays
 from ..tree import forward_sweep
@@ -25,8 +24,7 @@ def joint_transforms(model: Model, q, bodies=slice(None), types=None, k=None):
     bodies, ``model.types``, ``model.k``)."""
     types = model.types if types is None else types
     k = model.k if k is None else k
-    nqj = max([J.NQ[t] for t in types] + [1])                 # the coordinates these joint types read
-    qj = gather(q, model.qidx[bodies, :nqj])
+    qj = gather(q, model.qidx[bodies])
 
     def one(t, axis, pitch, qq, E, r):
         XJ, S = jcalc(types, k, t, axis, pitch, qq)
