@@ -55,9 +55,10 @@ def candidate_slots(model):
 def lanes_off_candidates(model):
     """(C,) True for a lane with a body whose parent is neither the world nor among the
     body's candidates (:func:`candidate_slots`; a stack whose parents were changed by hand
-    without ``Model.replace``): the sweeps read the body's primary candidate's slot for it and
-    drop what it adds, so the caller returns NaN for it.  A body on the world outside the candidates is a stack's
-    padding, which adds nothing and whose values nothing reads.  None without candidates."""
+    without ``Model.replace``): the sweeps read the body's primary candidate's slot for it
+    and drop what it adds, so the caller returns NaN for it.  A body on the world outside the
+    candidates is a stack's padding, which adds nothing and whose values nothing reads.  None
+    without candidates."""
     cand = candidate_slots(model)
     if cand is None:
         return None
@@ -106,7 +107,8 @@ def _added(bufs, p, vs):
 
     def at(bufs, c, lanes):
         return tmap(lambda b, v: lax.dynamic_update_index_in_dim(
-            b, lax.dynamic_index_in_dim(b, c, keepdims=False) + jnp.where(lanes, v, 0.0).astype(b.dtype), c, 0), bufs, vs)
+            b, lax.dynamic_index_in_dim(b, c, keepdims=False) + jnp.where(lanes, v, 0.0).astype(b.dtype), c, 0),
+            bufs, vs)
     bufs = at(bufs, cand[0], p == cand[0])
     for j in range(1, cand.shape[0]):
         bufs = lax.cond(cand[j] != cand[0], partial(at, c=cand[j], lanes=p == cand[j]), lambda b: b, bufs)

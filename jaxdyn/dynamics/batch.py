@@ -313,11 +313,12 @@ def _from_lane_dofs(model: Model, lane, q0, qddb, tau, free, k):
     """qdd (C, nv) of a chunk of C models from the ABA's per-slot results, q0 (model.k, C) of
     a root outside the sweeps (``free``) and qddb (nb - o, k, C) of the scanned bodies: each
     dof added up from the joint slots that hold it in some member of the stack
-    (``Model.lane_dofs``; static selects), where the lane's vidx names it, plus ``v_pad * tau``.
+    (``Model.lane_dofs``; static selects), where the lane's vidx names it, plus
+    ``v_pad * tau``.
     ``lane`` moves a model leaf's lane axis last.  A scatter-add per lane instead is a serial
     loop on XLA:CPU: this saved 0.3-0.4 µs per state of the four-robot benchmark stack
-    (alternating processes).  Also returns (C,) True for a lane whose vidx has a dof outside those slots (a
-    stack edited by hand): its result is not this sum."""
+    (alternating processes).  Also returns (C,) True for a lane whose vidx has a dof outside
+    those slots (a stack edited by hand): its result is not this sum."""
     vid, o = lane(model.vidx), int(bool(free))                       # (nb, K, C)
     C = tau.shape[0]
     matched, cols = jnp.zeros(C, jnp.int32), []
