@@ -9,7 +9,7 @@ plain ``jax.jit`` as a user writes it; XLA's default options) and calls ``jax.vm
 eagerly (compiled with ``jaxdyn.CPU_OPTIONS``), or calls the public ``jaxdyn.algo`` at top level as a user does (B = 1: jaxdyn's own jit with
 ``jaxdyn.CPU_OPTIONS``; the compile time is the first call's), and reports the median wall
 time of repeated calls divided by B (each call waits for its result).  For aba and B = 1 it
-also times the sweeps that one state ran before the closed form (``batch.aba_one_state``,
+also times the sweeps that one state ran before the closed form (``batch_aba.aba_one_state``,
 row ``jaxdyn-one-state-sweeps``; what f32 still runs).  For aba and B > 1 it also measures ``jaxdyn.aba_batch`` (the throughput ABA, called
 top-level so that it compiles with ``jaxdyn.CPU_OPTIONS``) on one device and on all
 ``--host-devices`` (default: one JAX CPU device per core).  Pinocchio is measured in the same
@@ -183,7 +183,7 @@ def main():
                     if algo == "aba" and B == 1:
                         # what one state ran before the closed form (and still runs in f32):
                         # the batch-last kernel's sweeps without the batch axis
-                        from jaxdyn.dynamics.batch import aba_one_state
+                        from jaxdyn.dynamics.batch_aba import aba_one_state
                         g = jaxdyn.jit(aba_one_state)
                         t0 = time.perf_counter()
                         jax.block_until_ready(g(model, Q, V, T))

@@ -7,7 +7,7 @@ from .aba import (aba as aba, aba_factor as aba_factor, aba_unwrapped as aba_unw
                   minv_apply as minv_apply)
 from .minv import minv as minv
 from .registry import minv_methods as minv_methods
-from .batch import aba_batch as aba_batch
+from .batch_aba import aba_batch as aba_batch
 from ..compiled import CPU_OPTIONS as CPU_OPTIONS, CPU_XLA_FLAGS as CPU_XLA_FLAGS
 from .forward import forward_dynamics as forward_dynamics, methods as methods
 from .energy import (kinetic_energy as kinetic_energy, potential_energy as potential_energy,

@@ -32,7 +32,7 @@ from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
-from .batch import aba_batch, aba_lanes, aba_one_state
+from .batch_aba import aba_batch, aba_lanes, aba_one_state
 from . import closed_form
 from .rnea import rnea_core
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
@@ -100,7 +100,7 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
     instead of three sweeps of nb steps, the short single call; as close to Pinocchio's
     ``aba`` as Pinocchio's own ``crba`` and a Cholesky solve).  Otherwise (f32, whose solve
     would lose cond(M) eps, or a ``jaxdyn.stack`` member) one state runs the batch-last
-    kernel's three sweeps without the batch axis (:func:`jaxdyn.dynamics.batch.aba_one_state`:
+    kernel's three sweeps without the batch axis (:func:`jaxdyn.dynamics.batch_aba.aba_one_state`:
     a floating root outside the scan, pass 2 in one sweep).  Both give NaN on exactly the
     dofs of a tree with a singular pivot (module docstring).
     ``jax.vmap(aba)`` over states of one model runs :func:`jaxdyn.aba_batch`'s batch-last
@@ -135,11 +135,11 @@ def _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame):
 @lru_cache(maxsize=None)
 def _batchable(f_ext_frame, cpu_options):
     """ABA of one state (:func:`jaxdyn.dynamics.closed_form.aba_closed_form` where
-    :func:`jaxdyn.dynamics.closed_form.applies`, else :func:`jaxdyn.dynamics.batch.aba_one_state`:
+    :func:`jaxdyn.dynamics.closed_form.applies`, else :func:`jaxdyn.dynamics.batch_aba.aba_one_state`:
     the batch-last kernels' sweeps without the batch axis) whose ``vmap`` over states
     of one model runs :func:`jaxdyn.aba_batch` instead of batching every 6x6 product (a
     ``custom_vmap`` rule), and over a batched model (``jaxdyn.stack``) runs
-    :func:`jaxdyn.dynamics.batch.aba_lanes` (a model per lane).  Batched gravity and
+    :func:`jaxdyn.dynamics.batch_aba.aba_lanes` (a model per lane).  Batched gravity and
     world-frame f_ext keep the plain vmap.  Differentiation never reaches this function (the
     custom_jvp rule of :func:`aba`).  ``cpu_options``: :func:`jaxdyn.compiled.for_cpu_options`
     where the call is traced, which the rule traces for (JAX runs it later, outside that call)."""

@@ -1,6 +1,8 @@
-"""Throughput ABA for many states of one model: ``aba_batch(model, q, qd, tau)`` with a leading
-batch axis, the same algorithm as :func:`jaxdyn.aba` (Featherstone 2010 Fig. 9) in a layout chosen for
-XLA:CPU.
+"""The batch-last ABA kernel (:func:`aba_layout_kernel`): the same algorithm as
+:func:`jaxdyn.aba` (Featherstone 2010 Fig. 9) for a chunk of states in a layout chosen for
+XLA:CPU, or for one state without the batch axis.  Its entry points (``aba_batch``,
+``aba_lanes`` for a model per state, ``aba_one_state``) are in
+:mod:`jaxdyn.dynamics.batch_aba`.
 
 The layout.  ``vmap(aba)`` turns every 6x6 product into a batched ``dot``.  Here per-body
 quantities are *batch-last*, ``(6, 6, C)`` with C robots on the minor axis, and every product
@@ -21,9 +23,10 @@ measurements are in ``benchmarks/results/core.json``):
   ``jax.jit``), each sweep step reads at the scan index inside a barrier
   (:func:`sweep_reader`), and each ``keep`` computes its product inside the barrier's branch
   (a thunk of :func:`materialize`), so no barrier copies its array.
-* Chunking and sharding (:mod:`jaxdyn.dynamics.chunks`): the batch runs in chunks of
-  ``chunk`` robots (``lax.map``); the chunks are split over the devices with ``shard_map``.
-  One XLA:CPU program runs on one core, so two cores need two host devices.
+* Chunking and sharding (:mod:`jaxdyn.dynamics.chunks`, used by the entry points): the batch
+  runs in chunks of ``chunk`` robots (``lax.map``); the chunks are split over the devices
+  with ``shard_map``.  One XLA:CPU program runs on one core, so two cores need two host
+  devices.
 * A floating base (a FREE joint on body 0, the only root) is handled outside the scan, so the
   scanned bodies carry ``k`` = their own largest dof count (1 for humanoids and quadrupeds)
   instead of the free joint's 6, and their joint transforms are computed for their own joint
@@ -42,19 +45,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._typing import BatchConfiguration, BatchTangent, BatchWrenches, Gravity
 from .. import spatial as sp
-from ..errors import ArgumentError, ShapeError
 from ..model.model import Model, floating_root_layout, tree_arrays
 from ..model import joints as J
 from ..kinematics import joint_transforms
 from ..tree import backward_sweep, forward_sweep, lanes_off_candidates
 from ..spatial.linalg import mv
-from ..compiled import cpu_jit, for_cpu_options
-from .chunks import ObjectCache, device_count, map_chunks, replicated, split_rows
+from ..compiled import for_cpu_options
 from .aba_steps import acceleration_step, bias_step, inertia_step, same, velocity_step
-from .common import (body_inertia_matrices, check_gravity, dof_mask, dof_owner, gravity_acceleration,
-                     materialize, pivot_addend, take_static)
+from .common import body_inertia_matrices, dof_mask, dof_owner, materialize, pivot_addend, take_static
 
 # ---------------------------------------------------------------- layout: fusion barriers
 # The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
@@ -104,7 +103,7 @@ class _Tree(NamedTuple):
     candidates: tuple | None = None
 
 
-def _layout(model: Model):
+def scan_plan(model: Model):
     """Static plan: (root out of the scan?, dof slots k and joint types of the scanned bodies).
     A FREE joint on body 0 that is the only root is taken out of the scan (True); a stack's
     plan may name its members' root joint types instead (:func:`root_types`).  From the
@@ -120,7 +119,7 @@ def _layout(model: Model):
 
 
 def root_types(free):
-    """Joint types of body 0 when the plan (:func:`_layout`) takes it out of the scan: ``free``
+    """Joint types of body 0 when the plan (:func:`scan_plan`) takes it out of the scan: ``free``
     is True (a floating root: FREE) or, for a stack (``jaxdyn.stack``), the members' root
     joint types."""
     return (J.FREE,) if free is True else tuple(free)
@@ -138,9 +137,9 @@ def _joint_transforms(model: Model, q, bodies, types, k):
 def chunk_joint_transforms(model: Model, q):
     """Joint transforms of a chunk q (C, nq), batch-last: E (nb, 3, 3, C), r (nb, 3, C),
     S (nb, 6, model.k, C), as :func:`jaxdyn.kinematics.joint_transforms` for every state.  A
-    floating root (:func:`_layout`) is computed alone, so the other bodies compute only
+    floating root (:func:`scan_plan`) is computed alone, so the other bodies compute only
     their own joint types (not a free joint each)."""
-    free, k, types = _layout(model)
+    free, k, types = scan_plan(model)
     if not free:
         return _joint_transforms(model, q, slice(None), model.types, model.k)
     E0, r0, S0 = _joint_transforms(model, q, slice(0, 1), root_types(free), model.k)
@@ -162,7 +161,7 @@ def body_constants(model: Model, dt, batch=(1,)):
 def _slots(model: Model, qd, tau, free, k, one, lanes, per_state):
     """qd and tau in per-body joint slots for :func:`aba_layout_kernel`: for each, (the root's
     slots (model.k, ...) or None, the scanned bodies' slots (nb - o, k, ...)), batch-last, for
-    the plan ``free, k`` (:func:`_layout`; o = 1 when the root is outside the scan).  Static
+    the plan ``free, k`` (:func:`scan_plan`; o = 1 when the root is outside the scan).  Static
     topology: read by :func:`jaxdyn.dynamics.common.take_static` (one slice for a humanoid's
     dofs after its free joint), else gathered per state."""
     o = int(bool(free))
@@ -182,7 +181,7 @@ def _slots(model: Model, qd, tau, free, k, one, lanes, per_state):
 
 
 class _Roots(NamedTuple):
-    """The root body of a plan that takes it out of the scan (:func:`_layout`), per joint type
+    """The root body of a plan that takes it out of the scan (:func:`scan_plan`), per joint type
     it can have (``types``: one for a single model, the members' root types for a stack):
     ``transforms`` holds each type's joint transform (E0, r0, S0 (6, model.k, ...));
     :meth:`select` runs a step once per type, with S0's first NV[t] columns, and picks each
@@ -211,7 +210,7 @@ class _Roots(NamedTuple):
 def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, lanes=False, ci=None):
     """ABA on one chunk, q (C, nq), qd, tau (C, nv), fx (C, nb, 6) [n; f] local -> qdd (C, nv),
     or on one state, q (nq,), qd, tau (nv,), fx (nb, 6) -> qdd (nv,) (then without fusion
-    barriers).  ``consts``: :func:`body_constants`; ``free, k, types``: :func:`_layout`; a0
+    barriers).  ``consts``: :func:`body_constants`; ``free, k, types``: :func:`scan_plan`; a0
     (6,) the base acceleration.  Three sweeps (velocities; articulated inertias and bias
     forces together; accelerations) over the bodies after a floating root, which is handled
     outside them.
@@ -334,113 +333,3 @@ def _from_lane_dofs(model: Model, lane, q0, qddb, tau, free, k):
     real = jnp.sum(vid < model.nv, axis=(0, 1), dtype=jnp.int32)
     out = jnp.stack(cols, -1) if cols else jnp.zeros((C, 0), tau.dtype)
     return out + lane(model.v_pad).T.astype(tau.dtype) * tau, matched != real
-
-
-def aba_one_state(model: Model, q, qd, tau, fx=None, gravity=None):
-    """:func:`jaxdyn.aba` of one state by :func:`aba_layout_kernel` (a floating root outside
-    the sweeps, pass 2 in one sweep): q (nq,), qd, tau (nv,), fx (nb, 6) [n; f] in the body
-    frames or None -> qdd (nv,)."""
-    dt = jnp.result_type(q, qd, tau)
-    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
-    fx = jnp.zeros((model.nb, 6), dt) if fx is None else fx.astype(dt)
-    a0 = gravity_acceleration(model, gravity).astype(dt)
-    return aba_layout_kernel(model, q, qd, tau, fx, a0, body_constants(model, dt, ()), *_layout(model))
-
-
-def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
-    dt = jnp.result_type(q, qd, tau)
-    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
-    B = q.shape[0]
-    if f_ext is None:
-        fx = jnp.zeros((B, model.nb, 6), dt)
-    else:
-        f_ext = jnp.asarray(f_ext, dt)
-        fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
-    a0 = gravity_acceleration(model, gravity).astype(dt)
-    consts = body_constants(model, dt)
-    return map_chunks(lambda ci, x: aba_layout_kernel(model, *x, a0, consts, free, k, types, ci=ci), (q, qd, tau, fx),
-                      chunk, ndev)
-
-
-def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
-    """ABA of B states of B models: ``model`` a stack (every leaf with a leading axis B, as
-    :func:`jaxdyn.stack` builds), q (B, nq), qd, tau (B, nv), fx (B, nb, 6) [n; f] in the
-    body frames or None (no external forces), gravity None or (3,) -> qdd (B, nv).  The batch-last kernel
-    (:func:`aba_layout_kernel` with ``lanes``) on chunks of ``chunk`` models, so robots of
-    different structure run the sweeps of one robot, each lane reading its own parent.  The
-    plan (floating root outside the scan) is ``model.scan_layout``, which ``stack`` sets when
-    every member has a lone floating root.  What ``jax.vmap(jaxdyn.aba)`` over a stack runs.
-    ``chunk`` None: 128 traced for :data:`CPU_OPTIONS`, else 64 (what ran fastest for the
-    four benchmark robots, same-process A/B: 0.94x of 64, resp. 0.86x of 128)."""
-    chunk = chunk or (128 if for_cpu_options() else 64)
-    dt = jnp.result_type(q, qd, tau)
-    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
-    fx = None if fx is None else jnp.asarray(fx, dt)
-    free, k, types = _layout(model)
-    last = lambda a: jnp.moveaxis(a, 0, -1)
-
-    def run(ci, x):
-        m, q, qd, tau, fx = x
-        fx = jnp.zeros(q.shape[:1] + (model.nb, 6), dt) if fx is None else fx   # a constant XLA folds away
-        I6, padarm = jax.vmap(lambda mm: body_constants(mm, dt, ()))(m)
-        a0 = jax.vmap(lambda mm: gravity_acceleration(mm, gravity).astype(dt))(m)
-        return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True,
-                                 ci=ci)
-
-    return map_chunks(run, (model, q, qd, tau, fx), chunk)
-
-
-def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchTangent,
-              f_ext: BatchWrenches | None = None, gravity: Gravity | None = None, chunk=128,
-              devices=None) -> BatchTangent:
-    """Forward dynamics qdd of B states of one model (throughput version of :func:`jaxdyn.aba`).
-
-    Args:
-      model: one (unbatched) Model.
-      q: (B, nq); qd, tau: (B, nv).  f_ext: optional (B, nb, 6) spatial forces, Pinocchio order
-        [force; moment], each in its body frame (as ``aba(..., f_ext_frame="local")``).
-      gravity: optional (3,) world gravity.
-      chunk: robots per chunk (static): the chunk's arrays should stay in L2 cache.
-      devices: how many devices of the default backend share the batch (static).  Default:
-        all of them on the CPU backend when B * nb >=
-        :data:`jaxdyn.dynamics.chunks.MULTI_DEVICE_MIN_WORK` (and not inside your own
-        ``shard_map``), else 1.  XLA:CPU runs one program on one core, so to use both cores
-        of a 2-core machine start JAX with two host devices,
-        ``jax.config.update("jax_num_cpu_devices", 2)``, before any JAX work.  Each call
-        splits q, qd, tau over the devices (:func:`jaxdyn.dynamics.chunks.split_rows`, one
-        copy per device; its cost is in ``benchmarks/results/two_devices.json``);
-        inputs already split along B over them (the previous call's output when B fills
-        whole chunks on every device, or ``jax.device_put(x, NamedSharding(Mesh(jax.devices(),
-        ("b",)), P("b")))``) skip that copy.
-    Returns:
-      qdd (B, nv), equal to ``jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(model, q, qd, tau)`` to
-      rounding.  No damping is applied (as :func:`jaxdyn.aba`).  Jit-able and differentiable
-      (it is plain lax.scan/lax.cond); for a model of different robots use ``vmap(aba)``.
-    """
-    for nm, a in (("q", q), ("qd", qd), ("tau", tau)):
-        if a is None or isinstance(a, (list, tuple)):
-            raise ShapeError(f"aba_batch: {nm} must be an array, got {type(a).__name__}")
-    B = jnp.shape(q)[0] if jnp.ndim(q) == 2 else None
-    for nm, a, shape in (("q", q, (B, model.nq)), ("qd", qd, (B, model.nv)), ("tau", tau, (B, model.nv)),
-                         ("f_ext", f_ext, (B, model.nb, 6))):
-        if a is not None and jnp.shape(a) != shape:
-            want = "(" + ", ".join("B" if d is None else str(d) for d in shape) + ")"
-            raise ShapeError(f"aba_batch: {nm} must have shape {want} for model {model.name!r} "
-                             f"(B = q.shape[0]), got {jnp.shape(a)}")
-    if B == 0:
-        raise ShapeError("aba_batch: empty batch (B = 0)")
-    for nm, a in (("q", q), ("qd", qd), ("tau", tau)):
-        dt = a.dtype if hasattr(a, "dtype") else jnp.result_type(a)
-        if not jnp.issubdtype(dt, jnp.floating):
-            raise ShapeError(f"aba_batch: {nm} must be a floating-point array, got dtype {dt}")
-    check_gravity(model, gravity)
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
-        raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
-    free, k, types = _PLANS.get(model, None, lambda: _layout(model))     # once per model object
-    ndev = device_count(devices, B * model.nb, "aba_batch")
-    q, qd, tau, f_ext = split_rows((q, qd, tau, f_ext), int(chunk), ndev)
-    return _compiled(replicated(model, ndev), q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
-
-
-_compiled = cpu_jit(_aba_batch, static_argnames=("chunk", "ndev", "free", "k", "types"))
-_PLANS = ObjectCache(8)

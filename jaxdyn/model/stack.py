@@ -6,7 +6,7 @@ diagonal inertia (armature 1, ``v_pad`` 1) and zero acceleration under zero forc
 Padded q entries are never read and stay as given.
 
 ``jax.vmap(jaxdyn.aba)`` over a stack runs the batch-last ABA kernel with a model per lane
-(:func:`jaxdyn.dynamics.batch.aba_lanes`), with the plan :func:`stack` records, per body the
+(:func:`jaxdyn.dynamics.batch_aba.aba_lanes`), with the plan :func:`stack` records, per body the
 parents its members give it (``Model.lane_parents``) and per dof the joint slots that hold it
 (``Model.lane_dofs``).
 """

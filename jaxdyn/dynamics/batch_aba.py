@@ -1,0 +1,128 @@
+"""The ABA entry points on the batch-last kernel of :mod:`jaxdyn.dynamics.batch`: one state
+(:func:`aba_one_state`, what :func:`jaxdyn.aba` runs), many states of one model
+(:func:`aba_batch`, what ``jax.vmap(jaxdyn.aba)`` runs) and a model per state
+(:func:`aba_lanes`, a ``jaxdyn.stack`` under ``jax.vmap``): argument checks, chunking,
+sharding and compilation around :func:`jaxdyn.dynamics.batch.aba_layout_kernel`."""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._typing import BatchConfiguration, BatchTangent, BatchWrenches, Gravity
+from ..errors import ArgumentError, ShapeError
+from ..model.model import Model
+from ..compiled import cpu_jit, for_cpu_options
+from .batch import aba_layout_kernel, body_constants, scan_plan
+from .chunks import ObjectCache, device_count, map_chunks, replicated, split_rows
+from .common import check_gravity, gravity_acceleration
+
+
+def aba_one_state(model: Model, q, qd, tau, fx=None, gravity=None):
+    """:func:`jaxdyn.aba` of one state by :func:`aba_layout_kernel` (a floating root outside
+    the sweeps, pass 2 in one sweep): q (nq,), qd, tau (nv,), fx (nb, 6) [n; f] in the body
+    frames or None -> qdd (nv,)."""
+    dt = jnp.result_type(q, qd, tau)
+    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
+    fx = jnp.zeros((model.nb, 6), dt) if fx is None else fx.astype(dt)
+    a0 = gravity_acceleration(model, gravity).astype(dt)
+    return aba_layout_kernel(model, q, qd, tau, fx, a0, body_constants(model, dt, ()), *scan_plan(model))
+
+
+def _aba_batch(model, q, qd, tau, f_ext, gravity, chunk, ndev, free, k, types):
+    dt = jnp.result_type(q, qd, tau)
+    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
+    B = q.shape[0]
+    if f_ext is None:
+        fx = jnp.zeros((B, model.nb, 6), dt)
+    else:
+        f_ext = jnp.asarray(f_ext, dt)
+        fx = jnp.concatenate([f_ext[..., 3:], f_ext[..., :3]], -1)
+    a0 = gravity_acceleration(model, gravity).astype(dt)
+    consts = body_constants(model, dt)
+    return map_chunks(lambda ci, x: aba_layout_kernel(model, *x, a0, consts, free, k, types, ci=ci), (q, qd, tau, fx),
+                      chunk, ndev)
+
+
+def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
+    """ABA of B states of B models: ``model`` a stack (every leaf with a leading axis B, as
+    :func:`jaxdyn.stack` builds), q (B, nq), qd, tau (B, nv), fx (B, nb, 6) [n; f] in the
+    body frames or None (no external forces), gravity None or (3,) -> qdd (B, nv).  The batch-last kernel
+    (:func:`aba_layout_kernel` with ``lanes``) on chunks of ``chunk`` models, so robots of
+    different structure run the sweeps of one robot, each lane reading its own parent.  The
+    plan (floating root outside the scan) is ``model.scan_layout``, which ``stack`` sets when
+    every member has a lone floating root.  What ``jax.vmap(jaxdyn.aba)`` over a stack runs.
+    ``chunk`` None: 128 traced for :data:`CPU_OPTIONS`, else 64 (what ran fastest for the
+    four benchmark robots, same-process A/B: 0.94x of 64, resp. 0.86x of 128)."""
+    chunk = chunk or (128 if for_cpu_options() else 64)
+    dt = jnp.result_type(q, qd, tau)
+    q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
+    fx = None if fx is None else jnp.asarray(fx, dt)
+    free, k, types = scan_plan(model)
+    last = lambda a: jnp.moveaxis(a, 0, -1)
+
+    def run(ci, x):
+        m, q, qd, tau, fx = x
+        fx = jnp.zeros(q.shape[:1] + (model.nb, 6), dt) if fx is None else fx   # a constant XLA folds away
+        I6, padarm = jax.vmap(lambda mm: body_constants(mm, dt, ()))(m)
+        a0 = jax.vmap(lambda mm: gravity_acceleration(mm, gravity).astype(dt))(m)
+        return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True,
+                                 ci=ci)
+
+    return map_chunks(run, (model, q, qd, tau, fx), chunk)
+
+
+def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchTangent,
+              f_ext: BatchWrenches | None = None, gravity: Gravity | None = None, chunk=128,
+              devices=None) -> BatchTangent:
+    """Forward dynamics qdd of B states of one model (throughput version of :func:`jaxdyn.aba`).
+
+    Args:
+      model: one (unbatched) Model.
+      q: (B, nq); qd, tau: (B, nv).  f_ext: optional (B, nb, 6) spatial forces, Pinocchio order
+        [force; moment], each in its body frame (as ``aba(..., f_ext_frame="local")``).
+      gravity: optional (3,) world gravity.
+      chunk: robots per chunk (static): the chunk's arrays should stay in L2 cache.
+      devices: how many devices of the default backend share the batch (static).  Default:
+        all of them on the CPU backend when B * nb >=
+        :data:`jaxdyn.dynamics.chunks.MULTI_DEVICE_MIN_WORK` (and not inside your own
+        ``shard_map``), else 1.  XLA:CPU runs one program on one core, so to use both cores
+        of a 2-core machine start JAX with two host devices,
+        ``jax.config.update("jax_num_cpu_devices", 2)``, before any JAX work.  Each call
+        splits q, qd, tau over the devices (:func:`jaxdyn.dynamics.chunks.split_rows`, one
+        copy per device; its cost is in ``benchmarks/results/two_devices.json``);
+        inputs already split along B over them (the previous call's output when B fills
+        whole chunks on every device, or ``jax.device_put(x, NamedSharding(Mesh(jax.devices(),
+        ("b",)), P("b")))``) skip that copy.
+    Returns:
+      qdd (B, nv), equal to ``jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(model, q, qd, tau)`` to
+      rounding.  No damping is applied (as :func:`jaxdyn.aba`).  Jit-able and differentiable
+      (it is plain lax.scan/lax.cond); for a model of different robots use ``vmap(aba)``.
+    """
+    for nm, a in (("q", q), ("qd", qd), ("tau", tau)):
+        if a is None or isinstance(a, (list, tuple)):
+            raise ShapeError(f"aba_batch: {nm} must be an array, got {type(a).__name__}")
+    B = jnp.shape(q)[0] if jnp.ndim(q) == 2 else None
+    for nm, a, shape in (("q", q, (B, model.nq)), ("qd", qd, (B, model.nv)), ("tau", tau, (B, model.nv)),
+                         ("f_ext", f_ext, (B, model.nb, 6))):
+        if a is not None and jnp.shape(a) != shape:
+            want = "(" + ", ".join("B" if d is None else str(d) for d in shape) + ")"
+            raise ShapeError(f"aba_batch: {nm} must have shape {want} for model {model.name!r} "
+                             f"(B = q.shape[0]), got {jnp.shape(a)}")
+    if B == 0:
+        raise ShapeError("aba_batch: empty batch (B = 0)")
+    for nm, a in (("q", q), ("qd", qd), ("tau", tau)):
+        dt = a.dtype if hasattr(a, "dtype") else jnp.result_type(a)
+        if not jnp.issubdtype(dt, jnp.floating):
+            raise ShapeError(f"aba_batch: {nm} must be a floating-point array, got dtype {dt}")
+    check_gravity(model, gravity)
+    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
+        raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
+    free, k, types = _PLANS.get(model, None, lambda: scan_plan(model))     # once per model object
+    ndev = device_count(devices, B * model.nb, "aba_batch")
+    q, qd, tau, f_ext = split_rows((q, qd, tau, f_ext), int(chunk), ndev)
+    return _compiled(replicated(model, ndev), q, qd, tau, f_ext, gravity, int(chunk), ndev, free, k, types)
+
+
+_compiled = cpu_jit(_aba_batch, static_argnames=("chunk", "ndev", "free", "k", "types"))
+_PLANS = ObjectCache(8)
