@@ -177,7 +177,10 @@ def forward_rows(m, Q, V, T):
 def stack_rows(models, B):
     """``vmap(aba)`` over a ``jaxdyn.stack`` of all ``models`` (B states, B / len(models) per
     member, each lane with its own model) against the same batch of the largest member alone,
-    both in a plain ``jax.jit`` and in ``jaxdyn.jit``."""
+    both in a plain ``jax.jit`` and in ``jaxdyn.jit``, for two layouts of the lanes: grouped
+    by member (keys without a suffix; every chunk but a few holds one member, which runs one
+    model's kernel) and interleaved (``_interleaved``: the lanes in a random order, so every
+    chunk mixes members and runs the lanes kernel)."""
     import jax
     import jax.numpy as jnp
     import jaxdyn
@@ -191,18 +194,21 @@ def stack_rows(models, B):
         Qs.append(np.stack([np.asarray(jaxdyn.pad_state(m, x, st.nq)) for x in q]))
         Vs.append(np.pad(v, ((0, 0), (0, st.nv - m.nv))))
         Ts.append(np.pad(t, ((0, 0), (0, st.nv - m.nv))))
-    stb = jax.tree_util.tree_map(lambda a: a[np.repeat(np.arange(len(ms)), per)], st)
-    Q, V, T = (jnp.asarray(np.concatenate(x)) for x in (Qs, Vs, Ts))
-    n = Q.shape[0]
+    member = np.repeat(np.arange(len(ms)), per)
+    n = len(member)
     name_big = [k for k, (m, _) in models.items() if m is big][0]
     Qb, Vb, Tb = (jnp.asarray(x) for x in random_states(models[name_big][1], n))
     out = {"members": list(models), "B": n}
-    for label, jit in (("", jax.jit), ("_jaxdyn_jit", jaxdyn.jit)):
-        va, vb = jit(jax.vmap(jaxdyn.aba)), jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
-        t_st = timeit(lambda: jax.block_until_ready(va(stb, Q, V, T))) / n * 1e6
-        t_big = timeit(lambda: jax.block_until_ready(vb(big, Qb, Vb, Tb))) / n * 1e6
-        out.update({f"vmap_aba_stack{label}_us": t_st, f"vmap_aba_{name_big}_alone{label}_us": t_big,
-                    f"ratio{label}": t_st / t_big})
+    for layout, order in (("", np.arange(n)), ("_interleaved", np.random.default_rng(0).permutation(n))):
+        stb = jax.tree_util.tree_map(lambda a: a[member[order]], st)
+        Q, V, T = (jnp.asarray(np.concatenate(x)[order]) for x in (Qs, Vs, Ts))
+        for label, jit in (("", jax.jit), ("_jaxdyn_jit", jaxdyn.jit)):
+            va, vb = jit(jax.vmap(jaxdyn.aba)), jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
+            t_st = timeit(lambda: jax.block_until_ready(va(stb, Q, V, T))) / n * 1e6
+            t_big = timeit(lambda: jax.block_until_ready(vb(big, Qb, Vb, Tb))) / n * 1e6
+            out.update({f"vmap_aba_stack{layout}{label}_us": t_st,
+                        f"vmap_aba_{name_big}_alone{layout}{label}_us": t_big,
+                        f"ratio{layout}{label}": t_st / t_big})
     return out
 
 

@@ -339,6 +339,46 @@ def test_vmap_of_aba_over_a_stack_runs_the_lanes_kernel():
             np.testing.assert_array_equal(out[i, m.nv:], T[i, m.nv:])
 
 
+def test_stack_chunks_of_one_model_run_one_models_kernel():
+    """aba_lanes (what vmap(aba) over a stack runs) on a chunk whose lanes all hold the same
+    model runs one model's kernel; a chunk with any lane that differs in a field the ABA reads
+    (parent and joints, placement, mass, armature, gravity) runs the lanes kernel.  Lanes
+    grouped by member, chunk = 3, B = 19: chunks [A A A] [B B B] [A A' A] ... and a last
+    chunk [A] filled with copies of the first lane.  Each lane equals its own member's four-pass
+    ABA (aba_unwrapped) with f_ext on every body of the stack (nonzero on a member's padding),
+    for a stack of floating bases (plan: FREE root out of the scan) and of a floating and a
+    fixed base (plan: the members' root types), in a plain jax.jit and in jaxdyn.jit."""
+    from jaxdyn.dynamics import aba_unwrapped
+    from jaxdyn.dynamics.batch_aba import aba_lanes, one_model_chunks
+    R = jaxdyn.robots.random_tree
+    a = R(6, 0.4, 3, floating_base=True, joint_types=("revolute", "prismatic"))
+    rng = np.random.default_rng(2)
+    edits = [a.replace(mass=a.mass.at[3].mul(1.5)), a.replace(Xtree_r=a.Xtree_r.at[2, 1].add(0.1)),
+             a.replace(armature=a.armature.at[4].add(0.2)), a.replace(gravity=jnp.array([0.5, 0.0, -9.0]))]
+    fixed = R(7, 0.5, 5)
+    for other, plan in ((R(9, 0.5, 4, floating_base=True), True), (fixed, tuple(sorted({6, int(fixed.jtype[0])})))):
+        ms = [a, other] + edits
+        st = jaxdyn.stack(ms)
+        assert (st.scan_layout or (None,))[0] == plan
+        lane = np.array([0, 0, 0, 1, 1, 1, 0, 2, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0])    # member per lane
+        n = len(lane)
+        stb = jax.tree_util.tree_map(lambda x: x[lane], st)
+        np.testing.assert_array_equal(one_model_chunks(stb, 3),
+                                      np.repeat([True, True, False, False, False, False, True], 3)[:n])
+        Q = jnp.stack([jaxdyn.pad_state(ms[j], jaxdyn.random_configuration(ms[j], jax.random.PRNGKey(i)), st.nq)
+                       for i, j in enumerate(lane)])
+        V, T = (jnp.asarray(rng.normal(size=(n, st.nv))) for _ in range(2))
+        F = jnp.asarray(rng.normal(size=(n, st.nb, 6)))                          # [n; f], local
+        for jit in (jax.jit, jaxdyn.jit):
+            out = np.asarray(jit(partial(aba_lanes, chunk=3))(stb, Q, V, T, F))
+            for i, j in enumerate(lane):
+                m = ms[j]
+                Fi = np.concatenate([F[i, :m.nb, 3:], F[i, :m.nb, :3]], -1)      # -> [f; n]
+                ref = jax.jit(aba_unwrapped)(m, Q[i, :m.nq], V[i, :m.nv], T[i, :m.nv], Fi)
+                close(out[i, :m.nv], ref, 1e-9, err=f"lane {i} (member {j}), {jit.__module__}")
+                np.testing.assert_array_equal(out[i, m.nv:], T[i, m.nv:])
+
+
 def test_vmap_of_rnea_runs_the_batch_kernel(robot_pair):
     """jax.vmap(jaxdyn.rnea) over states of one model runs the batch-last RNEA (rnea_batch, a
     custom_vmap rule) and equals the recursive sweeps per state (rnea_recursive), with

@@ -166,12 +166,13 @@ def _slots(model: Model, qd, tau, free, k, one, lanes, per_state):
     dofs after its free joint), else gathered per state."""
     o = int(bool(free))
     _, vidx = tree_arrays(model) if not lanes else (None, None)
-    if isinstance(vidx, np.ndarray):
+    if vidx is not None:      # one model (static or traced topology): rows of the batch-last x
         bs = () if one else (qd.shape[0],)
+        take = take_static if isinstance(vidx, np.ndarray) else partial(jnp.take, axis=0)
 
         def at(x, idx):
             xt = x if one else x.T
-            return take_static(jnp.concatenate([xt, jnp.zeros((1,) + bs, xt.dtype)]), idx)
+            return take(jnp.concatenate([xt, jnp.zeros((1,) + bs, xt.dtype)]), idx)
         return tuple((at(x, vidx[0]) if free else None, at(x, vidx[o:, :k])) for x in (qd, tau))
 
     def slots(m, x):        # one state: only the slots the plan reads (a stack: 0.25 µs/state less than all)
@@ -278,7 +279,7 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     _, qddb = forward_sweep(kept_step(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c),
                             sweep_reader(one))
 
-    def scatter(m, qb, q0, t):                                             # one state: (nv,)
+    def scatter(m, qb, q0, t):                                             # one lane: (nv,)
         msk = dof_mask(m).astype(dt)
         out = jnp.zeros(m.nv + 1, dt).at[m.vidx[o:, :k].reshape(-1)].add((qb * msk[o:, :k]).reshape(-1))
         if free:
@@ -287,25 +288,22 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
 
     q0 = qdd0 if free else jnp.zeros((6,) + bs, dt)
     body, slot = dof_owner(model) if not lanes else (None, None)
-    if isinstance(body, np.ndarray):             # static topology: each dof read from [q0, qddb], batch-last
-        at = np.where(body < o, slot, (o * model.k if free else 0) + (body - o) * k + slot)
-        at = np.where((body < nb) & ((body < o) | (slot < k)), at, o * model.k + (nb - o) * k)
+    if body is not None:      # one model: each dof read from [q0, qddb], batch-last (static or traced indices)
+        xp, take = (np, take_static) if isinstance(body, np.ndarray) else (jnp, partial(jnp.take, axis=0))
+        at = xp.where(body < o, slot, (o * model.k if free else 0) + (body - o) * k + slot)
+        at = xp.where((body < nb) & ((body < o) | (slot < k)), at, o * model.k + (nb - o) * k)
         flat = jnp.concatenate(([q0[:model.k]] if free else []) + [qddb.reshape((-1,) + bs), jnp.zeros((1,) + bs, dt)])
-        out = take_static(flat, at)
+        out = take(flat, at)
         vp = model.v_pad.astype(dt)
         return out + vp * tau if one else out.T + vp[None] * tau
-    if one:
-        return scatter(model, qddb, q0, tau)
-    first = lambda a: jnp.moveaxis(a, -1, 0)
-    if lanes:
-        if model.lane_dofs is None:
-            out, bad = jax.vmap(scatter)(model, first(qddb), first(q0), tau), None
-        else:
-            out, bad = _from_lane_dofs(model, lane, q0, qddb, tau, free, k)
-        off = lanes_off_candidates(tree)
-        bad = off if bad is None else (bad if off is None else bad | off)
-        return out if bad is None else jnp.where(bad[:, None], jnp.nan, out)
-    return jax.vmap(partial(scatter, model))(first(qddb), first(q0), tau)
+    first = lambda a: jnp.moveaxis(a, -1, 0)          # lanes: a model per state
+    if model.lane_dofs is None:
+        out, bad = jax.vmap(scatter)(model, first(qddb), first(q0), tau), None
+    else:
+        out, bad = _from_lane_dofs(model, lane, q0, qddb, tau, free, k)
+    off = lanes_off_candidates(tree)
+    bad = off if bad is None else (bad if off is None else bad | off)
+    return out if bad is None else jnp.where(bad[:, None], jnp.nan, out)
 
 
 def _from_lane_dofs(model: Model, lane, q0, qddb, tau, free, k):

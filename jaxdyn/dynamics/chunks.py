@@ -39,9 +39,8 @@ def map_chunks(fn, xs, chunk, devices=1, init=None):
     their buffers (:func:`jaxdyn.derivatives_batch`'s ``out``)."""
     leaves = jax.tree_util.tree_leaves(xs)
     B = leaves[0].shape[0]
-    C = min(chunk, -(-B // devices))
-    rows = -(-B // (C * devices)) * C * devices
-    fill = lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
+    C, rows = chunk_rows(B, chunk, devices)
+    fill = lambda a: filled(a, rows)
     xs = jax.tree_util.tree_map(fill, xs) if rows > B else xs
     if init is not None and rows > B:
         init = jax.tree_util.tree_map(fill, init)
@@ -65,6 +64,20 @@ def map_chunks(fn, xs, chunk, devices=1, init=None):
         local = jax.shard_map(local, mesh=batch_mesh(devices), in_specs=P("b"), out_specs=P("b"), check_vma=False)
     out = local(xs, init)
     return out if rows == B else jax.tree_util.tree_map(lambda a: a[:B], out)
+
+
+def chunk_rows(B, chunk, devices=1):
+    """(C, rows) of :func:`map_chunks` for a batch of B: the chunk size, and the rows once the
+    batch is filled up to whole chunks on every device."""
+    C = min(chunk, -(-B // devices))
+    return C, -(-B // (C * devices)) * C * devices
+
+
+def filled(a, rows):
+    """``a`` (B, ...) filled up to ``rows`` rows with copies of its first row, as
+    :func:`map_chunks` fills a batch."""
+    B = a.shape[0]
+    return a if rows == B else jnp.concatenate([a, jnp.broadcast_to(a[:1], (rows - B,) + a.shape[1:])])
 
 
 def batch_mesh(devices):
