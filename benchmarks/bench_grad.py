@@ -174,13 +174,19 @@ def forward_rows(m, Q, V, T):
     return row
 
 
+ROUNDS = 3
+"""Alternated timing rounds of :func:`stack_rows`."""
+
+
 def stack_rows(models, B):
     """``vmap(aba)`` over a ``jaxdyn.stack`` of all ``models`` (B states, B / len(models) per
     member, each lane with its own model) against the same batch of the largest member alone,
     both in a plain ``jax.jit`` and in ``jaxdyn.jit``, for two layouts of the lanes: grouped
     by member (keys without a suffix; every chunk but a few holds one member, which runs one
     model's kernel) and interleaved (``_interleaved``: the lanes in a random order, so every
-    chunk mixes members and runs the lanes kernel)."""
+    chunk mixes members and runs the lanes kernel).  Each time is the least of :data:`ROUNDS`
+    medians, the stack and the member alone alternated (single medians of the same program
+    varied by up to 30 % on the shared 2-core machine)."""
     import jax
     import jax.numpy as jnp
     import jaxdyn
@@ -204,8 +210,9 @@ def stack_rows(models, B):
         Q, V, T = (jnp.asarray(np.concatenate(x)[order]) for x in (Qs, Vs, Ts))
         for label, jit in (("", jax.jit), ("_jaxdyn_jit", jaxdyn.jit)):
             va, vb = jit(jax.vmap(jaxdyn.aba)), jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
-            t_st = timeit(lambda: jax.block_until_ready(va(stb, Q, V, T))) / n * 1e6
-            t_big = timeit(lambda: jax.block_until_ready(vb(big, Qb, Vb, Tb))) / n * 1e6
+            runs = [(timeit(lambda: jax.block_until_ready(va(stb, Q, V, T))),
+                     timeit(lambda: jax.block_until_ready(vb(big, Qb, Vb, Tb)))) for _ in range(ROUNDS)]
+            t_st, t_big = (min(r[i] for r in runs) / n * 1e6 for i in (0, 1))
             out.update({f"vmap_aba_stack{layout}{label}_us": t_st,
                         f"vmap_aba_{name_big}_alone{layout}{label}_us": t_big,
                         f"ratio{layout}{label}": t_st / t_big})

@@ -55,7 +55,9 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
     member) runs one model's kernel instead, the model read from its first lane (a
     ``lax.cond`` per chunk): four-robot benchmark stack grouped by member 5.6-5.9 µs per state
     against 6.9-7.1 for the lanes kernel on every chunk (``jaxdyn.jit``, alternating
-    processes), lanes interleaved unchanged.  The
+    processes), lanes interleaved unchanged.  Such a chunk reads neither
+    ``Model.lane_parents`` nor ``Model.lane_dofs``, so where a stack edited by hand makes
+    them stale, its lanes get their ABA, and a mixed chunk's affected lanes NaN.  The
     plan (floating root outside the scan) is ``model.scan_layout``, which ``stack`` sets when
     every member has a lone floating root.  What ``jax.vmap(jaxdyn.aba)`` over a stack runs.
     ``chunk`` None: 128 traced for :data:`CPU_OPTIONS`, else 64 (what ran fastest for the
