@@ -161,9 +161,11 @@ def body_constants(model: Model, dt, batch=(1,)):
 def _slots(model: Model, qd, tau, free, k, one, lanes, per_state):
     """qd and tau in per-body joint slots for :func:`aba_layout_kernel`: for each, (the root's
     slots (model.k, ...) or None, the scanned bodies' slots (nb - o, k, ...)), batch-last, for
-    the plan ``free, k`` (:func:`scan_plan`; o = 1 when the root is outside the scan).  Static
-    topology: read by :func:`jaxdyn.dynamics.common.take_static` (one slice for a humanoid's
-    dofs after its free joint), else gathered per state."""
+    the plan ``free, k`` (:func:`scan_plan`; o = 1 when the root is outside the scan).  One
+    model: rows of the batch-last qd and tau, read by
+    :func:`jaxdyn.dynamics.common.take_static` for a static topology (one slice for a
+    humanoid's dofs after its free joint), else by a gather with the traced vidx; a model per
+    lane: gathered per state."""
     o = int(bool(free))
     _, vidx = tree_arrays(model) if not lanes else (None, None)
     if vidx is not None:      # one model (static or traced topology): rows of the batch-last x

@@ -53,7 +53,7 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
     different structure run the sweeps of one robot, each lane reading its own parent.  A
     chunk whose lanes all hold the same model (:func:`one_model_chunks`; lanes grouped by
     member) runs one model's kernel instead, the model read from its first lane (a
-    ``lax.cond`` per chunk): four-robot benchmark stack grouped by member 5.6-5.9 µs per state
+    ``lax.cond`` per chunk): four-robot benchmark stack grouped by member 5.6-6.1 µs per state
     against 6.9-7.1 for the lanes kernel on every chunk (``jaxdyn.jit``, alternating
     processes), lanes interleaved unchanged.  Such a chunk reads neither
     ``Model.lane_parents`` nor ``Model.lane_dofs``, so where a stack edited by hand makes
@@ -91,7 +91,7 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
 
 
 NOT_READ_BY_ABA = ("damping", "q_lower", "q_upper", "frame_body", "frame_E", "frame_r")
-"""Model fields that the ABA does not read (:func:`one_model` does not compare them)."""
+"""Model fields that the ABA does not read (:func:`one_model_chunks` does not compare them)."""
 
 
 def one_model_chunks(model: Model, chunk):
@@ -108,8 +108,8 @@ def one_model_chunks(model: Model, chunk):
     same = jnp.ones(rows // C, bool)
     for f, a in vars(model).items():
         if f in DATA_FIELDS and f not in NOT_READ_BY_ABA:
-            a = filled(a, rows).reshape(rows // C, C, -1)
-            same = same & jnp.all(a == a[:, :1], axis=(1, 2))
+            a = filled(a, rows).reshape((rows // C, C) + a.shape[1:])
+            same = same & jnp.all(a == a[:, :1], axis=tuple(range(1, a.ndim)))
     return jnp.repeat(same, C)[:B]
 
 
