@@ -379,6 +379,27 @@ def test_stack_chunks_of_one_model_run_one_models_kernel():
                 np.testing.assert_array_equal(out[i, m.nv:], T[i, m.nv:])
 
 
+def test_vmap_of_aba_over_a_model_batched_in_its_masses():
+    """jax.vmap(jaxdyn.aba) over one model with a mass per lane (in_axes on the mass field
+    only; no Model.lane_parents or Model.lane_dofs) runs the lanes kernel, each lane reading
+    its parent by a gather and scattering its dofs, and equals each lane's four-pass ABA
+    (aba_unwrapped), floating and fixed base, in a plain jax.jit and in jaxdyn.jit."""
+    from jaxdyn.dynamics import aba_unwrapped
+    R = jaxdyn.robots.random_tree
+    rng = np.random.default_rng(4)
+    for m in (R(8, 0.5, 9, floating_base=True), R(7, 0.5, 10, joint_types=("revolute", "prismatic", "spherical"))):
+        n = 5
+        masses = jnp.asarray(np.asarray(m.mass) * rng.uniform(0.5, 2.0, size=(n, m.nb)))
+        axes = dataclasses.replace(jax.tree_util.tree_map(lambda _: None, m), mass=0)
+        Q = jnp.stack([jaxdyn.random_configuration(m, jax.random.PRNGKey(i)) for i in range(n)])
+        V, T = (jnp.asarray(rng.normal(size=(n, m.nv))) for _ in range(2))
+        for jit in (jax.jit, jaxdyn.jit):
+            out = np.asarray(jit(jax.vmap(jaxdyn.aba, (axes, 0, 0, 0)))(dataclasses.replace(m, mass=masses), Q, V, T))
+            for i in range(n):
+                ref = jax.jit(aba_unwrapped)(m.replace(mass=masses[i]), Q[i], V[i], T[i])
+                close(out[i], ref, 1e-9, err=f"lane {i}, {jit.__module__}")
+
+
 def test_vmap_of_rnea_runs_the_batch_kernel(robot_pair):
     """jax.vmap(jaxdyn.rnea) over states of one model runs the batch-last RNEA (rnea_batch, a
     custom_vmap rule) and equals the recursive sweeps per state (rnea_recursive), with

@@ -165,8 +165,10 @@ def _batchable(f_ext_frame, cpu_options):
         with tracing_for(cpu_options):
             if any(leaves(in_batched[0])):      # models too (a stack): one model per lane
                 model = jax.tree_util.tree_map(full, model, in_batched[0])
-                fx = None if f_ext is None else full(f_ext, in_batched[4])
-                fx = None if fx is None else jnp.concatenate([fx[..., 3:], fx[..., :3]], -1)   # -> [n; f]
+                fx = None
+                if f_ext is not None:
+                    fx = full(f_ext, in_batched[4])
+                    fx = jnp.concatenate([fx[..., 3:], fx[..., :3]], -1)   # [force; moment] -> [n; f]
                 return aba_lanes(model, q, qd, tau, fx, gravity), True
             fx = None if f_ext is None else full(f_ext, in_batched[4])
             return aba_batch(model, q, qd, tau, f_ext=fx, gravity=gravity, devices=1), True

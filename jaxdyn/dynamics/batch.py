@@ -53,7 +53,7 @@ from ..tree import backward_sweep, forward_sweep, lanes_off_candidates
 from ..spatial.linalg import mv
 from ..compiled import for_cpu_options
 from .aba_steps import acceleration_step, bias_step, inertia_step, same, velocity_step
-from .common import body_inertia_matrices, dof_mask, dof_owner, materialize, pivot_addend, take_static
+from .common import body_inertia_matrices, dof_owner, materialize, pivot_addend, scatter_dofs, take_static
 
 # ---------------------------------------------------------------- layout: fusion barriers
 # The algebra (jaxdyn.spatial.linalg, jaxdyn.spatial.transforms) and the per-body steps
@@ -244,8 +244,6 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     qdb, taub = _slots(model, qd, tau, free, k, one, lanes, per_state)
     fx = last(fx)
     parent = lane(model.parent)[o:]
-    if free and lanes:   # a stack's padded bodies are roots that the plan hangs from the root: no f_ext
-        fx = jnp.concatenate([fx[:1], jnp.where((parent < 0)[:, None], 0.0, fx[o:])])
     # a stack's candidate parents per body: read among them with the legacy emitters; the
     # fusion emitters (a caller's plain jit) turn the selects of dynamic slices into scalar code
     shifted = None if not lanes or model.lane_parents is None or not for_cpu_options() else \
@@ -281,13 +279,6 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
     _, qddb = forward_sweep(kept_step(acceleration_step, one), tree, a0b, (idx, E1, r1, S1, U, Dinv, u, c),
                             sweep_reader(one))
 
-    def scatter(m, qb, q0, t):                                             # one lane: (nv,)
-        msk = dof_mask(m).astype(dt)
-        out = jnp.zeros(m.nv + 1, dt).at[m.vidx[o:, :k].reshape(-1)].add((qb * msk[o:, :k]).reshape(-1))
-        if free:
-            out = out.at[m.vidx[0]].add(q0 * msk[0])
-        return out[:-1] + m.v_pad.astype(dt) * t
-
     q0 = qdd0 if free else jnp.zeros((6,) + bs, dt)
     body, slot = dof_owner(model) if not lanes else (None, None)
     if body is not None:      # one model: each dof read from [q0, qddb], batch-last (static or traced indices)
@@ -298,8 +289,11 @@ def aba_layout_kernel(model: Model, q, qd, tau, fx, a0, consts, free, k, types, 
         out = take(flat, at)
         vp = model.v_pad.astype(dt)
         return out + vp * tau if one else out.T + vp[None] * tau
-    first = lambda a: jnp.moveaxis(a, -1, 0)          # lanes: a model per state
-    if model.lane_dofs is None:
+    if model.lane_dofs is None:                       # lanes: a model per state, each scattering its slots
+        def scatter(m, qb, q0, t):                    # one lane: (nv,)
+            vals = jnp.pad(qb, ((o, 0), (0, model.k - k)))
+            return scatter_dofs(m, vals.at[0].set(q0) if free else vals, m.v_pad.astype(dt) * t)
+        first = lambda a: jnp.moveaxis(a, -1, 0)
         out, bad = jax.vmap(scatter)(model, first(qddb), first(q0), tau), None
     else:
         out, bad = _from_lane_dofs(model, lane, q0, qddb, tau, free, k)

@@ -77,14 +77,15 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
 
     def uniform(ci, m, q, qd, tau, fx):        # every lane holds lane 0's model: one model's kernel
         m0 = jax.tree_util.tree_map(lambda a: a[0], m)
-        if free:                               # a stack's padded bodies hang from the root: no f_ext
-            fx = jnp.where((m0.parent < 0).at[0].set(False)[None, :, None], 0.0, fx)
         a0 = gravity_acceleration(m0, gravity).astype(dt)
         return aba_layout_kernel(m0, q, qd, tau, fx, a0, body_constants(m0, dt), free, k, types, ci=ci)
 
     def run(ci, x):
         m, q, qd, tau, fx, same = x
-        fx = jnp.zeros(q.shape[:1] + (model.nb, 6), dt) if fx is None else fx   # a constant XLA folds away
+        if fx is None:                         # a constant XLA folds away
+            fx = jnp.zeros(q.shape[:1] + (model.nb, 6), dt)
+        elif free:                             # a stack's padded bodies, roots the plan hangs from the root: no f_ext
+            fx = jnp.where(((m.parent < 0) & (jnp.arange(model.nb) > 0)[None])[..., None], 0.0, fx)
         return lax.cond(same[0], uniform, mixed, ci, m, q, qd, tau, fx)
 
     return map_chunks(run, (model, q, qd, tau, fx, one_model_chunks(model, chunk)), chunk)
@@ -108,10 +109,9 @@ def one_model_chunks(model: Model, chunk):
     B = jax.tree_util.tree_leaves(model)[0].shape[0]
     C, rows = chunk_rows(B, chunk)
     same = jnp.ones(rows // C, bool)
-    for f, a in vars(model).items():
-        if f in DATA_FIELDS and f not in NOT_READ_BY_ABA:
-            a = filled(a, rows).reshape((rows // C, C) + a.shape[1:])
-            same = same & jnp.all(a == a[:, :1], axis=tuple(range(1, a.ndim)))
+    for a in (getattr(model, f) for f in DATA_FIELDS if f not in NOT_READ_BY_ABA):
+        a = filled(a, rows).reshape((rows // C, C) + a.shape[1:])
+        same = same & jnp.all(a == a[:, :1], axis=tuple(range(1, a.ndim)))
     return jnp.repeat(same, C)[:B]
 
 
