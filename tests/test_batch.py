@@ -344,12 +344,15 @@ def test_stack_chunks_of_one_model_run_one_models_kernel():
     model runs one model's kernel; a chunk with any lane that differs in a field the ABA reads
     (parent and joints, placement, mass, armature, gravity) runs the lanes kernel.  Lanes
     grouped by member, chunk = 3, B = 19: chunks [A A A] [B B B] [A A' A] ... and a last
-    chunk [A] filled with copies of the first lane.  Each lane equals its own member's four-pass
+    chunk [A] filled with copies of the first lane.  The same lanes interleaved at random are
+    run sorted by member_key (lane_order): each sorted chunk is flagged as one model exactly
+    when its lanes hold one member (A' shares A's key unless its masses differ, so the full
+    comparison, not the key, decides).  Each lane equals its own member's four-pass
     ABA (aba_unwrapped) with f_ext on every body of the stack (nonzero on a member's padding),
     for a stack of floating bases (plan: FREE root out of the scan) and of a floating and a
     fixed base (plan: the members' root types), in a plain jax.jit and in jaxdyn.jit."""
     from jaxdyn.dynamics import aba_unwrapped
-    from jaxdyn.dynamics.batch_aba import aba_lanes, one_model_chunks
+    from jaxdyn.dynamics.batch_aba import aba_lanes, lane_order, member_key, one_model_chunks
     R = jaxdyn.robots.random_tree
     a = R(6, 0.4, 3, floating_base=True, joint_types=("revolute", "prismatic"))
     rng = np.random.default_rng(2)
@@ -360,23 +363,43 @@ def test_stack_chunks_of_one_model_run_one_models_kernel():
         ms = [a, other] + edits
         st = jaxdyn.stack(ms)
         assert (st.scan_layout or (None,))[0] == plan
-        lane = np.array([0, 0, 0, 1, 1, 1, 0, 2, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0])    # member per lane
-        n = len(lane)
-        stb = jax.tree_util.tree_map(lambda x: x[lane], st)
+        grouped = np.array([0, 0, 0, 1, 1, 1, 0, 2, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0])    # member per lane
+        n = len(grouped)
+        stb = jax.tree_util.tree_map(lambda x: x[grouped], st)
         np.testing.assert_array_equal(one_model_chunks(stb, 3),
                                       np.repeat([True, True, False, False, False, False, True], 3)[:n])
+        order, moved = lane_order(stb, 3)
+        assert not moved and (np.asarray(order) == np.arange(n)).all()     # grouped: run as given
+        key = np.asarray(member_key(jax.tree_util.tree_map(lambda x: x[np.arange(len(ms))], st)))
+        assert len(set(key[[0, 1, 2]])) == 3 and key[0] == key[3] == key[4] == key[5]   # A' with A's masses: A's key
+        p = np.random.default_rng(6).permutation(n)                               # lane i of sti is lane p[i]
+        interleaved = grouped[p]                                                  # 8 changes of key > 7 chunks
+        sti = jax.tree_util.tree_map(lambda x: x[interleaved], st)
+        order, moved = (np.asarray(x) for x in lane_order(sti, 3))
+        assert moved and sorted(order) == list(range(n))
+        runs = interleaved[order]                                            # members in the order run
+        flags = np.asarray(one_model_chunks(sti, 3, order))
+        want = [bool((runs[c:c + 3] == runs[c]).all()) for c in range(0, n, 3)]
+        np.testing.assert_array_equal(flags, np.repeat(want, 3)[:n])
+        assert sum(want) > sum(bool((interleaved[c:c + 3] == interleaved[c]).all()) for c in range(0, n, 3))
+        assert not all(want[:-1])                                            # an A' among A's lanes
         Q = jnp.stack([jaxdyn.pad_state(ms[j], jaxdyn.random_configuration(ms[j], jax.random.PRNGKey(i)), st.nq)
-                       for i, j in enumerate(lane)])
+                       for i, j in enumerate(grouped)])
         V, T = (jnp.asarray(rng.normal(size=(n, st.nv))) for _ in range(2))
         F = jnp.asarray(rng.normal(size=(n, st.nb, 6)))                          # [n; f], local
+        refs = []
+        for i, j in enumerate(grouped):
+            m = ms[j]
+            Fi = np.concatenate([F[i, :m.nb, 3:], F[i, :m.nb, :3]], -1)          # -> [f; n]
+            refs.append(jax.jit(aba_unwrapped)(m, Q[i, :m.nq], V[i, :m.nv], T[i, :m.nv], Fi))
         for jit in (jax.jit, jaxdyn.jit):
-            out = np.asarray(jit(partial(aba_lanes, chunk=3))(stb, Q, V, T, F))
-            for i, j in enumerate(lane):
-                m = ms[j]
-                Fi = np.concatenate([F[i, :m.nb, 3:], F[i, :m.nb, :3]], -1)      # -> [f; n]
-                ref = jax.jit(aba_unwrapped)(m, Q[i, :m.nq], V[i, :m.nv], T[i, :m.nv], Fi)
-                close(out[i, :m.nv], ref, 1e-9, err=f"lane {i} (member {j}), {jit.__module__}")
-                np.testing.assert_array_equal(out[i, m.nv:], T[i, m.nv:])
+            f = jit(partial(aba_lanes, chunk=3))
+            for tag, model, idx in (("grouped", stb, np.arange(n)), ("interleaved", sti, p)):
+                out = np.asarray(f(model, Q[idx], V[idx], T[idx], F[idx]))
+                for i, k in enumerate(idx):
+                    m = ms[grouped[k]]
+                    close(out[i, :m.nv], refs[k], 1e-9, err=f"{tag} lane {i} (member {grouped[k]}), {jit.__module__}")
+                    np.testing.assert_array_equal(out[i, m.nv:], T[k, m.nv:])
 
 
 def test_vmap_of_aba_over_a_model_batched_in_its_masses():

@@ -16,7 +16,7 @@ from ..model.model import DATA_FIELDS, Model
 from ..compiled import cpu_jit, for_cpu_options
 from .batch import aba_layout_kernel, body_constants, scan_plan
 from .chunks import ObjectCache, chunk_rows, device_count, filled, map_chunks, replicated, split_rows
-from .common import check_gravity, gravity_acceleration
+from .common import check_gravity, gravity_acceleration, slice_barrier
 
 
 def aba_one_state(model: Model, q, qd, tau, fx=None, gravity=None):
@@ -51,11 +51,15 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
     body frames or None (no external forces), gravity None or (3,) -> qdd (B, nv).  The batch-last kernel
     (:func:`aba_layout_kernel` with ``lanes``) on chunks of ``chunk`` models, so robots of
     different structure run the sweeps of one robot, each lane reading its own parent.  A
-    chunk whose lanes all hold the same model (:func:`one_model_chunks`; lanes grouped by
-    member) runs one model's kernel instead, the model read from its first lane (a
-    ``lax.cond`` per chunk): four-robot benchmark stack grouped by member 5.6-6.1 µs per state
-    against 6.9-7.1 for the lanes kernel on every chunk (``jaxdyn.jit``, alternating
-    processes), lanes interleaved unchanged.  Such a chunk reads neither
+    chunk whose lanes all hold the same model (:func:`one_model_chunks`) runs one model's
+    kernel instead, the model read from its first lane (a ``lax.cond`` per chunk).  Lanes
+    grouped by member run as given; lanes interleaved more finely than the chunks run sorted by
+    :func:`member_key` (:func:`lane_order`; states permuted in, results back), so most chunks
+    hold one member.  Four-robot benchmark stack, 4096 lanes, ``jaxdyn.jit``, alternating
+    processes: grouped 5.7 µs per state (5.4 before the sorting; 6.9-7.1 with the lanes
+    kernel on every chunk), interleaved at random 5.9-6.0 (from 6.7-7.0), every lane a
+    different model (all chunks mixed) 6.9-7.3 (from 6.8-7.1); in a plain ``jax.jit``
+    8.2, 8.5 and 10.5 (from 8.4-8.6, 9.9-10.2 and 9.9-10.2).  Such a chunk reads neither
     ``Model.lane_parents`` nor ``Model.lane_dofs``, so where a stack edited by hand makes
     them stale, its lanes get their ABA, and a mixed chunk's affected lanes NaN.  The
     plan (floating root outside the scan) is ``model.scan_layout``, which ``stack`` sets when
@@ -80,26 +84,89 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
         a0 = gravity_acceleration(m0, gravity).astype(dt)
         return aba_layout_kernel(m0, q, qd, tau, fx, a0, body_constants(m0, dt), free, k, types, ci=ci)
 
+    B = q.shape[0]
+    if fx is not None and free:     # a stack's padded bodies, roots the plan hangs from the root: no f_ext
+        fx = jnp.where(((model.parent < 0) & (jnp.arange(model.nb) > 0)[None])[..., None], 0.0, fx)
+    order, moved = lane_order(model, chunk)
+    same = lax.cond(moved, lambda: one_model_chunks(model, chunk, order), lambda: one_model_chunks(model, chunk))
+    xs = lax.cond(moved, lambda xs: jax.tree_util.tree_map(lambda a: a[order], xs), lambda xs: xs, (q, qd, tau, fx))
+
+    read = model.replace(**{f: None for f in NOT_READ_BY_ABA})      # the fields the kernels read
+    C = chunk_rows(B, chunk)[0]
+    firsts = jax.tree_util.tree_map(lambda a: a[order[::C]], read)  # (chunks, ...): each chunk's first lane
+
+    def uniform_chunk(ci, lanes, q, qd, tau, fx):
+        return uniform(ci, slice_barrier(jax.tree_util.tree_map(lambda a: lax.dynamic_index_in_dim(a, ci), firsts), ci),
+                       q, qd, tau, fx)
+
+    def mixed_chunk(ci, lanes, q, qd, tau, fx):
+        m = lax.cond(moved, lambda: jax.tree_util.tree_map(lambda a: jnp.take(a, lanes, axis=0), read),
+                     lambda: jax.tree_util.tree_map(lambda a: lax.dynamic_slice_in_dim(a, lanes[0], C), read))
+        return mixed(ci, slice_barrier(m, ci), q, qd, tau, fx)
+
     def run(ci, x):
-        m, q, qd, tau, fx, same = x
+        lanes, q, qd, tau, fx, same = x
         if fx is None:                         # a constant XLA folds away
             fx = jnp.zeros(q.shape[:1] + (model.nb, 6), dt)
-        elif free:                             # a stack's padded bodies, roots the plan hangs from the root: no f_ext
-            fx = jnp.where(((m.parent < 0) & (jnp.arange(model.nb) > 0)[None])[..., None], 0.0, fx)
-        return lax.cond(same[0], uniform, mixed, ci, m, q, qd, tau, fx)
+        return lax.cond(same[0], uniform_chunk, mixed_chunk, ci, lanes, q, qd, tau, fx)
 
-    return map_chunks(run, (model, q, qd, tau, fx, one_model_chunks(model, chunk)), chunk)
+    out = map_chunks(run, (order,) + xs + (same,), chunk)
+    inv = jnp.zeros(B, jnp.int32).at[order].set(jnp.arange(B, dtype=jnp.int32))
+    return lax.cond(moved, lambda o: o[inv], lambda o: o, out)
+
+
+def member_key(model: Model):
+    """(B,) uint32 for a stack's lanes ``model`` (leaves (B, ...)): a hash of each lane's
+    parents, joint types and masses, equal for lanes that hold the same model (and, but
+    for a hash collision, different for the members of a stack).  Cheap: it reads 16 bytes per
+    body, not the lane's whole model (~10 KB per lane for talos_reduced)."""
+    nb = model.parent.shape[-1]
+    rng = np.random.default_rng(20181126)
+    c = [jnp.asarray(rng.integers(0, 2**31, (1, nb), dtype=np.int64).astype(np.uint32) * 2 + 1) for _ in range(4)]
+    u = lambda a: a.astype(jnp.uint32)
+    m = lax.bitcast_convert_type(model.mass.astype(jnp.float64), jnp.uint32)          # (B, nb, 2)
+    return jnp.sum(u(model.parent) * c[0] + u(model.jtype) * c[1] + m[..., 0] * c[2] + m[..., 1] * c[3], axis=-1,
+                   dtype=jnp.uint32)
+
+
+def lane_order(model: Model, chunk):
+    """(order (B,) int32, moved () bool): the order in which :func:`aba_lanes` runs a stack's
+    lanes ``model`` (leaves (B, ...)) in chunks of ``chunk``.  Lanes as given when they
+    change :func:`member_key` no more often than once per chunk (lanes grouped by member;
+    ``moved`` False, ``order`` the identity), else sorted by it (stable) when that gives more
+    chunks of one key, so that lanes interleaved at random still run one model's kernel on
+    most chunks.  Which lanes hold the same model is then checked in full
+    (:func:`one_model_chunks`), so a hash collision costs speed, never an answer."""
+    B = model.parent.shape[0]
+    C, rows = chunk_rows(B, chunk)
+    key = member_key(model)
+    ident = jnp.arange(B, dtype=jnp.int32)
+
+    def one_key_chunks(k):
+        k = filled(k, rows).reshape(rows // C, C)
+        return jnp.sum(jnp.all(k == k[:, :1], axis=1))
+
+    def by_key():
+        perm = jnp.argsort(key, stable=True).astype(jnp.int32)
+        better = one_key_chunks(key[perm]) > one_key_chunks(key)
+        return jnp.where(better, perm, ident), better
+
+    changes = jnp.sum(key[1:] != key[:-1])
+    return lax.cond(changes > rows // C, by_key, lambda: (ident, jnp.asarray(False)))
 
 
 NOT_READ_BY_ABA = ("damping", "q_lower", "q_upper", "frame_body", "frame_E", "frame_r")
 """Model fields that the ABA does not read (:func:`one_model_chunks` does not compare them)."""
 
 
-def one_model_chunks(model: Model, chunk):
+def one_model_chunks(model: Model, chunk, order=None):
     """(B,) bool for a stack's lanes ``model`` (leaves (B, ...)): whether every lane of the
     state's chunk (:func:`jaxdyn.dynamics.chunks.map_chunks` on one device, the last chunk
     filled with copies of the first lane) holds the same model in the fields the ABA reads
-    (all but :data:`NOT_READ_BY_ABA`).  :func:`aba_lanes` then runs one model's kernel on the
+    (all but :data:`NOT_READ_BY_ABA`).  ``order`` None: the lanes as given; else (B,) the
+    order in which they run (:func:`lane_order`), the result then per position in that order
+    (each lane read in place and compared with its chunk's first lane; the fill's lanes,
+    whose results are dropped, count as equal).  :func:`aba_lanes` then runs one model's kernel on the
     chunk (no per-lane parents, joint types, dof slots or inertias), as on a batch of one
     member alone.  Computed for the whole batch before the chunk loop: inside it, a plain
     ``jax.jit`` (XLA's fusion emitters) ran the comparisons of the chunk's dynamic slices as
@@ -108,8 +175,17 @@ def one_model_chunks(model: Model, chunk):
     (~12 KB per lane)."""
     B = jax.tree_util.tree_leaves(model)[0].shape[0]
     C, rows = chunk_rows(B, chunk)
+    fields = [getattr(model, f) for f in DATA_FIELDS if f not in NOT_READ_BY_ABA]
+    if order is not None:   # each lane against its chunk's first lane, read in the lanes' own order
+        chunk_of = jnp.zeros(B, jnp.int32).at[order].set(jnp.arange(B, dtype=jnp.int32)) // C
+        firsts = order[::C]
+        ok = jnp.ones(B, bool)
+        for a in fields:
+            ok = ok & jnp.all(a == a[firsts][chunk_of], axis=tuple(range(1, a.ndim)))
+        ok = jnp.concatenate([ok[order], jnp.ones(rows - B, bool)])     # the fill's results are dropped
+        return jnp.repeat(jnp.all(ok.reshape(rows // C, C), axis=1), C)[:B]
     same = jnp.ones(rows // C, bool)
-    for a in (getattr(model, f) for f in DATA_FIELDS if f not in NOT_READ_BY_ABA):
+    for a in fields:
         a = filled(a, rows).reshape((rows // C, C) + a.shape[1:])
         same = same & jnp.all(a == a[:, :1], axis=tuple(range(1, a.ndim)))
     return jnp.repeat(same, C)[:B]
