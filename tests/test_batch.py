@@ -344,7 +344,8 @@ def test_stack_chunks_of_one_model_run_one_models_kernel():
     model runs one model's kernel; a chunk with any lane that differs in a field the ABA reads
     (parent and joints, placement, mass, armature, gravity) runs the lanes kernel.  Lanes
     grouped by member, chunk = 3, B = 19: chunks [A A A] [B B B] [A A' A] ... and a last
-    chunk [A] filled with copies of the first lane.  The same lanes interleaved at random are
+    chunk [A] filled with copies of the first lane; with one more lane of B, a last chunk
+    [A B fill] that is mixed (its models read past B).  The same lanes interleaved at random are
     run sorted by member_key (lane_order): each sorted chunk is flagged as one model exactly
     when its lanes hold one member (A' shares A's key unless its masses differ, so the full
     comparison, not the key, decides).  Each lane equals its own member's four-pass
@@ -394,7 +395,9 @@ def test_stack_chunks_of_one_model_run_one_models_kernel():
             refs.append(jax.jit(aba_unwrapped)(m, Q[i, :m.nq], V[i, :m.nv], T[i, :m.nv], Fi))
         for jit in (jax.jit, jaxdyn.jit):
             f = jit(partial(aba_lanes, chunk=3))
-            for tag, model, idx in (("grouped", stb, np.arange(n)), ("interleaved", sti, p)):
+            tail = np.r_[np.arange(n), 3]             # grouped, then a last chunk [A B fill]: mixed, B % 3 != 0
+            for tag, idx in (("grouped", np.arange(n)), ("interleaved", p), ("mixed last chunk", tail)):
+                model = jax.tree_util.tree_map(lambda x: x[grouped[idx]], st)
                 out = np.asarray(f(model, Q[idx], V[idx], T[idx], F[idx]))
                 for i, k in enumerate(idx):
                     m = ms[grouped[k]]

@@ -92,16 +92,20 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
     xs = lax.cond(moved, lambda xs: jax.tree_util.tree_map(lambda a: a[order], xs), lambda xs: xs, (q, qd, tau, fx))
 
     read = model.replace(**{f: None for f in NOT_READ_BY_ABA})      # the fields the kernels read
-    C = chunk_rows(B, chunk)[0]
+    C, rows = chunk_rows(B, chunk)
     firsts = jax.tree_util.tree_map(lambda a: a[order[::C]], read)  # (chunks, ...): each chunk's first lane
 
     def uniform_chunk(ci, lanes, q, qd, tau, fx):
         return uniform(ci, slice_barrier(jax.tree_util.tree_map(lambda a: lax.dynamic_index_in_dim(a, ci), firsts), ci),
                        q, qd, tau, fx)
 
-    def mixed_chunk(ci, lanes, q, qd, tau, fx):
-        m = lax.cond(moved, lambda: jax.tree_util.tree_map(lambda a: jnp.take(a, lanes, axis=0), read),
-                     lambda: jax.tree_util.tree_map(lambda a: lax.dynamic_slice_in_dim(a, lanes[0], C), read))
+    def mixed_chunk(ci, lanes, q, qd, tau, fx):     # lanes: the chunk's, the fill's = order[0]
+        gather = lambda: jax.tree_util.tree_map(lambda a: jnp.take(a, lanes, axis=0), read)
+        if rows > B:        # a slice of the last chunk would run past B (XLA clamps its start)
+            m = gather()
+        else:               # lanes as given: a slice (cheaper than the gather)
+            m = lax.cond(moved, gather, lambda: jax.tree_util.tree_map(
+                lambda a: lax.dynamic_slice_in_dim(a, lanes[0], C), read))
         return mixed(ci, slice_barrier(m, ci), q, qd, tau, fx)
 
     def run(ci, x):
