@@ -79,8 +79,7 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
         return aba_layout_kernel(m, q, qd, tau, fx, last(a0), (last(I6), last(padarm)), free, k, types, lanes=True,
                                  ci=ci)
 
-    def uniform(ci, m, q, qd, tau, fx):        # every lane holds lane 0's model: one model's kernel
-        m0 = jax.tree_util.tree_map(lambda a: a[0], m)
+    def uniform(ci, m0, q, qd, tau, fx):       # every lane holds the model m0: one model's kernel
         a0 = gravity_acceleration(m0, gravity).astype(dt)
         return aba_layout_kernel(m0, q, qd, tau, fx, a0, body_constants(m0, dt), free, k, types, ci=ci)
 
@@ -96,8 +95,8 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
     firsts = jax.tree_util.tree_map(lambda a: a[order[::C]], read)  # (chunks, ...): each chunk's first lane
 
     def uniform_chunk(ci, lanes, q, qd, tau, fx):
-        return uniform(ci, slice_barrier(jax.tree_util.tree_map(lambda a: lax.dynamic_index_in_dim(a, ci), firsts), ci),
-                       q, qd, tau, fx)
+        m0 = jax.tree_util.tree_map(lambda a: lax.dynamic_index_in_dim(a, ci, keepdims=False), firsts)
+        return uniform(ci, slice_barrier(m0, ci), q, qd, tau, fx)
 
     def mixed_chunk(ci, lanes, q, qd, tau, fx):     # lanes: the chunk's, the fill's = order[0]
         gather = lambda: jax.tree_util.tree_map(lambda a: jnp.take(a, lanes, axis=0), read)
@@ -115,8 +114,13 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
         return lax.cond(same[0], uniform_chunk, mixed_chunk, ci, lanes, q, qd, tau, fx)
 
     out = map_chunks(run, (order,) + xs + (same,), chunk)
-    inv = jnp.zeros(B, jnp.int32).at[order].set(jnp.arange(B, dtype=jnp.int32))
-    return lax.cond(moved, lambda o: o[inv], lambda o: o, out)
+    return lax.cond(moved, lambda o: o[positions(order)], lambda o: o, out)
+
+
+def positions(order):
+    """(B,) int32: the inverse of the permutation ``order`` (B,), each lane's position in it."""
+    B = order.shape[0]
+    return jnp.zeros(B, jnp.int32).at[order].set(jnp.arange(B, dtype=jnp.int32))
 
 
 def member_key(model: Model):
@@ -181,7 +185,7 @@ def one_model_chunks(model: Model, chunk, order=None):
     C, rows = chunk_rows(B, chunk)
     fields = [getattr(model, f) for f in DATA_FIELDS if f not in NOT_READ_BY_ABA]
     if order is not None:   # each lane against its chunk's first lane, read in the lanes' own order
-        chunk_of = jnp.zeros(B, jnp.int32).at[order].set(jnp.arange(B, dtype=jnp.int32)) // C
+        chunk_of = positions(order) // C
         firsts = order[::C]
         ok = jnp.ones(B, bool)
         for a in fields:
