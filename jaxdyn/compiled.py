@@ -90,6 +90,34 @@ def traced(tree):
 _FOR_CPU_OPTIONS = contextvars.ContextVar("jaxdyn_for_cpu_options", default=False)
 
 
+MATMUL_PRECISION = "highest"
+"""The precision of the matrix products that jaxdyn traces (``jax.default_matmul_precision``
+while its entry points, ``custom_vmap`` rules and derivative rules trace): full f32 products.
+On a GPU, JAX's default runs f32 products in TF32 (a 10-bit mantissa; bf16 passes on a TPU):
+``jax.vmap(jaxdyn.rnea)`` in f32 on an H100 was 1e-2 to 1e-1 off (relative to the largest
+torque) against the CPU's f32 with it, 1e-7 with this (``benchmarks/results/gpu.json``).  No
+effect on the CPU or in f64.  Your own products (``jaxdyn.jit`` of your function included)
+keep your setting."""
+
+
+@contextlib.contextmanager
+def exact_products():
+    """Trace the block with :data:`MATMUL_PRECISION` (entered by :func:`cpu_jit`'s functions,
+    :func:`tracing_for` and :func:`exact_rule`)."""
+    with jax.default_matmul_precision(MATMUL_PRECISION):
+        yield
+
+
+def exact_rule(fun):
+    """``fun`` (a ``custom_jvp`` / ``custom_vjp`` rule, which JAX traces when it differentiates,
+    outside the entry point's trace) traced under :func:`exact_products`."""
+    @functools.wraps(fun)
+    def run(*args, **kwargs):
+        with exact_products():
+            return fun(*args, **kwargs)
+    return run
+
+
 CPU_XLA_FLAGS = " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in CPU_OPTIONS.items())
 """:data:`CPU_OPTIONS` as ``XLA_FLAGS`` for the whole process, for code compiled by a plain
 ``jax.jit``: ``XLA_FLAGS="$(python -c 'import jaxdyn; print(jaxdyn.CPU_XLA_FLAGS)')" python
@@ -128,24 +156,32 @@ def for_cpu_options():
 
 @contextlib.contextmanager
 def tracing_for(cpu_options):
-    """Trace the block for :func:`for_cpu_options` = ``cpu_options``.  For code that JAX traces
+    """Trace the block for :func:`for_cpu_options` = ``cpu_options``, with jaxdyn's
+    :data:`MATMUL_PRECISION`.  For code that JAX traces
     outside the call that chose the options, e.g. a ``custom_vmap`` rule (run when the
     caller's vmap batches the traced program): make one rule per value and enter this in it."""
     token = _FOR_CPU_OPTIONS.set(cpu_options)
     try:
-        yield
+        with exact_products():
+            yield
     finally:
         _FOR_CPU_OPTIONS.reset(token)
 
 
-def _traced_for(fun, cpu_options):
-    """``fun`` that traces with :func:`for_cpu_options` = ``cpu_options``.  A distinct
-    function object per value, so JAX's trace caches (keyed by the function) keep the two
-    formulations apart."""
+def _traced_for(fun, cpu_options, exact=True):
+    """``fun`` that traces with :func:`for_cpu_options` = ``cpu_options`` (and, if ``exact``,
+    :data:`MATMUL_PRECISION`).  A distinct function object per value, so JAX's trace caches
+    (keyed by the function) keep the two formulations apart."""
     @functools.wraps(fun)
     def run(*args, **kwargs):
-        with tracing_for(cpu_options):
-            return fun(*args, **kwargs)
+        token = _FOR_CPU_OPTIONS.set(cpu_options)
+        try:
+            if not exact:
+                return fun(*args, **kwargs)
+            with exact_products():
+                return fun(*args, **kwargs)
+        finally:
+            _FOR_CPU_OPTIONS.reset(token)
     return run
 
 
@@ -169,7 +205,7 @@ def _unpacking(fun, layout):
     return run
 
 
-def cpu_jit(fun=None, *, static_argnames=(), options=None, donate_argnums=()):
+def cpu_jit(fun=None, *, static_argnames=(), options=None, donate_argnums=(), exact=True):
     """``jax.jit(fun, static_argnames=...)`` whose top-level calls on the CPU backend, and
     calls under eager ``jax.vmap`` only (:func:`_vmap_only`), are compiled with
     :data:`CPU_OPTIONS` (or ``options``, e.g. :data:`DOT_OPTIONS`); usable as ``@cpu_jit`` or
@@ -184,13 +220,14 @@ def cpu_jit(fun=None, *, static_argnames=(), options=None, donate_argnums=()):
     function (no ``.lower``: an attribute would be copied by ``functools.wraps`` onto
     ``jax.vmap`` of it, whose ``jax.jit(...).lower`` then calls it); to lower, use
     ``jax.jit(f, compiler_options=jaxdyn.CPU_OPTIONS).lower(...)``.  ``donate_argnums``
-    (positions, as ``jax.jit``'s) apply to the top-level calls only."""
+    (positions, as ``jax.jit``'s) apply to the top-level calls only.  ``exact``: trace with
+    :data:`MATMUL_PRECISION` (jaxdyn's functions; not a user's function given to :func:`jit`)."""
     if fun is None:
         return functools.partial(cpu_jit, static_argnames=static_argnames, options=options,
-                                 donate_argnums=donate_argnums)
+                                 donate_argnums=donate_argnums, exact=exact)
     if not callable(fun):
         raise ArgumentError(f"jaxdyn.jit needs a function to compile, got {type(fun).__name__}")
-    for_options, for_default = _traced_for(fun, True), _traced_for(fun, False)
+    for_options, for_default = _traced_for(fun, True, exact), _traced_for(fun, False, exact)
     cpu = jax.jit(for_options, static_argnames=static_argnames, donate_argnums=donate_argnums,
                   compiler_options=CPU_OPTIONS if options is None else options)
     nested = {True: jax.jit(for_options, static_argnames=static_argnames),
@@ -214,15 +251,15 @@ def cpu_jit(fun=None, *, static_argnames=(), options=None, donate_argnums=()):
     if _trace_state_clean is not None:
         @functools.wraps(fun)
         def call(*args, **kwargs):          # per call: a trace-state test and a cached backend test
-            if _trace_state_clean() and _on_cpu():
+            if _trace_state_clean() and on_cpu():
                 return top_level(args, kwargs)
-            if _vmap_only() and _on_cpu():
+            if _vmap_only() and on_cpu():
                 return cpu(*args, **kwargs)
             return nested[_FOR_CPU_OPTIONS.get()](*args, **kwargs)
     else:                                   # pragma: no cover - other jax versions: no argument is
         @functools.wraps(fun)               # a tracer (misses only a caller's jit over constants)
         def call(*args, **kwargs):
-            if traced((args, kwargs)) or not _on_cpu():
+            if traced((args, kwargs)) or not on_cpu():
                 return nested[_FOR_CPU_OPTIONS.get()](*args, **kwargs)
             return top_level(args, kwargs)
     return call
@@ -235,11 +272,16 @@ def jit(fun=None, *, static_argnames=()):
     ``jaxdyn.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))`` runs at ``aba_batch``'s speed.
     Inside a plain ``jax.jit`` the kernels are traced for XLA's default options instead
     (:func:`for_cpu_options`), so prefer this to ``jax.jit(..., compiler_options=CPU_OPTIONS)``.
-    Otherwise as ``jax.jit`` (:func:`cpu_jit`)."""
-    return cpu_jit(fun, static_argnames=static_argnames)
+    Your function's own matrix products keep your ``jax_default_matmul_precision``; jaxdyn's
+    inside it use :data:`MATMUL_PRECISION`.  Otherwise as ``jax.jit`` (:func:`cpu_jit`)."""
+    if fun is None:
+        return functools.partial(jit, static_argnames=static_argnames)
+    return cpu_jit(fun, static_argnames=static_argnames, exact=False)
 
 
 @functools.cache
-def _on_cpu():
-    """Whether the default backend is the CPU (fixed once JAX has initialized its backends)."""
+def on_cpu():
+    """Whether the default backend is the CPU (fixed once JAX has initialized its backends).
+    The batch entry points' default chunk sizes depend on it
+    (:func:`jaxdyn.dynamics.chunks.default_chunk`)."""
     return jax.default_backend() == "cpu"

@@ -38,7 +38,7 @@ from .rnea import rnea_core
 from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
 from .common import (batched_like, body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
                      per_body, pivot_addend, scatter_dofs, vmap_axes)
-from ..compiled import cpu_jit, for_cpu_options, tracing_for
+from ..compiled import cpu_jit, exact_products, exact_rule, for_cpu_options, tracing_for
 
 
 class ABAFactor(NamedTuple):
@@ -115,9 +115,11 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
 def aba_unwrapped(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """:func:`aba` without its derivative rule, by the per-state passes (:func:`aba_factor`,
     :func:`velocity_terms`, :func:`aba_solve`): autodiff differentiates them (the reference
-    the rule is tested against)."""
+    the rule is tested against).  Its products, as jaxdyn's entry points', at
+    :data:`jaxdyn.compiled.MATMUL_PRECISION`."""
     check_state(model, q=q, qd=qd, tau=tau)
-    return _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)[0]
+    with exact_products():
+        return _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)[0]
 
 
 def _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame):
@@ -155,6 +157,7 @@ def _batchable(f_ext_frame, cpu_options):
         return aba_one_state(model, q, qd, tau, fx, gravity)
 
     @one.def_vmap
+    @exact_rule
     def rule(axis_size, in_batched, model, q, qd, tau, f_ext, gravity):
         leaves = jax.tree_util.tree_leaves
         if any(leaves(in_batched[5])) or (f_ext is not None and f_ext_frame != "local"):
@@ -226,7 +229,7 @@ def _instantiate(t):
     return jnp.zeros(t.aval.shape, t.aval.dtype)
 
 
-_aba_implicit.defjvp(_aba_implicit_jvp, symbolic_zeros=True)
+_aba_implicit.defjvp(exact_rule(_aba_implicit_jvp), symbolic_zeros=True)
 
 
 def velocity_terms(model: Model, Xup, S, qd, f_ext=None, f_ext_frame="local"):

@@ -7,7 +7,7 @@ import numpy as np
 from jax import lax
 
 from .. import spatial as sp
-from ..compiled import for_cpu_options
+from ..compiled import exact_rule, for_cpu_options
 from ..tree import varying_like
 from ..model.configuration import gather
 from ..model.model import Model, array_module, tree_arrays
@@ -278,6 +278,7 @@ def batched_over_states(one, batch, reference, plain_vmap=lambda model: False):
         return one(model, q)
 
     @states.def_vmap
+    @exact_rule
     def rule(axis_size, in_batched, model, q):
         if any(jax.tree_util.tree_leaves(in_batched[0])) or plain_vmap(model):
             return jax.vmap(reference, in_axes=tuple(vmap_axes(in_batched)))(model, q), True
@@ -287,5 +288,5 @@ def batched_over_states(one, batch, reference, plain_vmap=lambda model: False):
     def f(model, q):
         return states(model, q)
 
-    f.defjvp(lambda primals, tangents: jax.jvp(reference, primals, tangents))
+    f.defjvp(exact_rule(lambda primals, tangents: jax.jvp(reference, primals, tangents)))
     return f

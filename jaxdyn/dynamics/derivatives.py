@@ -62,7 +62,7 @@ from ..model.model import Model, check_state
 from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
-from ..compiled import DOT_OPTIONS, cpu_jit, for_cpu_options, tracing_for
+from ..compiled import DOT_OPTIONS, cpu_jit, exact_rule, for_cpu_options, tracing_for
 from .chunks import device_count, map_chunks, replicated, split_rows
 from .common import batched_like, materialize, vmap_axes
 from .minv import minv
@@ -117,6 +117,7 @@ def _batchable(fn, cpu_options):
         return _analytic(fn, model, q, qd, x)
 
     @one.def_vmap
+    @exact_rule
     def rule(axis_size, in_batched, model, q, qd, x):
         if any(jax.tree_util.tree_leaves(in_batched[0])):
             out = jax.vmap(partial(_analytic, fn), in_axes=tuple(vmap_axes(in_batched)))(model, q, qd, x)
@@ -130,6 +131,7 @@ def _batchable(fn, cpu_options):
         return one(model, q, qd, x)
 
     @terms.defjvp
+    @exact_rule
     def rule_jvp(primals, tangents):
         out, tan = jax.jvp(partial(_analytic, fn), primals, tangents)
         # Under vmap JAX keeps one set of output batch axes for ``one`` and this rule, and

@@ -16,7 +16,7 @@ from . import derivative_sweeps as ds
 from .batch_rnea import rnea_batch
 from .common import (batched_like, body_inertias, external_forces, gravity_acceleration, per_body,
                      scatter_dofs, vmap_axes)
-from ..compiled import cpu_jit, for_cpu_options, tracing_for
+from ..compiled import cpu_jit, exact_rule, for_cpu_options, tracing_for
 
 
 def _rnea_pass1_step(parent, x):
@@ -77,6 +77,7 @@ def _rnea(model, q, qd, qdd, f_ext, gravity, f_ext_frame):
 
 
 @_rnea.defjvp
+@exact_rule
 def _rnea_jvp(f_ext_frame, primals, tangents):
     """Autodiff of the recursive sweeps (:func:`rnea_core`)."""
     return jax.jvp(lambda *a: rnea_recursive(*a, f_ext_frame), primals, tangents)
@@ -93,6 +94,7 @@ def _one_state(f_ext_frame, cpu_options):
         return rnea_closed_form(model, q, qd, qdd, f_ext, gravity, f_ext_frame)
 
     @one.def_vmap
+    @exact_rule
     def rule(axis_size, in_batched, model, q, qd, qdd, f_ext, gravity):
         leaves = jax.tree_util.tree_leaves
         if f_ext is None and not any(leaves(in_batched[0])) and not any(leaves(in_batched[5])):

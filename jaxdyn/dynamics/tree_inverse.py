@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..compiled import exact_rule
 from ..spatial.linalg import mm, tr
 from .aba_steps import inverse_pivots, same
 from .common import slice_barrier, spd_inverse_components, take_static
@@ -86,6 +87,7 @@ def spd_inverse(M):
 
 
 @spd_inverse.defjvp
+@exact_rule
 def _spd_inverse_jvp(primals, tangents):
     """d(M^-1) = -M^-1 dM M^-1 (the sweeps themselves are not differentiated)."""
     Mi = spd_inverse(primals[0])
