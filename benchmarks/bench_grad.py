@@ -183,8 +183,8 @@ def stack_rows(models, B):
     member, each lane with its own model) against the same batch of the largest member alone,
     both in a plain ``jax.jit`` and in ``jaxdyn.jit``, for two layouts of the lanes: grouped
     by member (keys without a suffix; every chunk but a few holds one member, which runs one
-    model's kernel) and interleaved (``_interleaved``: the lanes in a random order, so every
-    chunk mixes members and runs the lanes kernel).  Each time is the least of :data:`ROUNDS`
+    model's kernel) and interleaved (``_interleaved``: the lanes in a random order, which
+    ``vmap(aba)`` sorts by member so that most chunks again hold one member).  Each time is the least of :data:`ROUNDS`
     medians, the stack and the member alone alternated (single medians of the same program
     varied by up to 30 % on the shared 2-core machine)."""
     import jax

@@ -691,3 +691,41 @@ def test_take_static_equals_indexing():
         got = take_static(jnp.asarray(x), idx)
         assert got.shape == x[idx].shape, (idx, got.shape)
         np.testing.assert_array_equal(np.asarray(got), x[idx])
+
+
+def test_accelerator_default_chunks(monkeypatch):
+    """On a backend other than the CPU (a GPU) the batch kernels' default chunk holds the whole
+    batch up to ``ACCELERATOR_CHUNK`` (one chunk: a GPU runs a chunk's states in parallel).
+    Here the backend test is patched: the one-chunk programs run on the CPU and must give the
+    CPU chunks' answers (aba_batch, vmap of aba / rnea / crba / minv / aba_derivatives, a stack)."""
+    from jaxdyn.dynamics import chunks
+    m = jaxdyn.robots.random_tree(6, 0.5, 2, floating_base=True)
+    n = 130                                              # > 128: two chunks on the CPU, one here
+    keys = jax.random.split(jax.random.PRNGKey(3), n)
+    Q = jax.vmap(lambda k: jaxdyn.random_configuration(m, k))(keys)
+    r = np.random.default_rng(3)
+    V, T = (jnp.asarray(r.normal(size=(n, m.nv))) for _ in range(2))
+    m2 = jaxdyn.robots.random_tree(5, 0.5, 4, floating_base=True)
+    st = jaxdyn.stack([m, m2])
+    member = np.arange(n) % 2                            # interleaved: every chunk mixed on the CPU
+    Q2 = jax.vmap(lambda k: jaxdyn.random_configuration(m2, k))(keys)
+    Qs = jnp.where(member[:, None] == 0, jaxdyn.pad_state(m, Q, st.nq), jaxdyn.pad_state(m2, Q2, st.nq))
+    Vs, Ts = (jnp.where((member[:, None] == 0) | (np.arange(st.nv) < m2.nv), jaxdyn.pad_state(m, X, st.nv), 0.0)
+              for X in (V, T))
+    lanes = jax.tree_util.tree_map(lambda a: a[member], st)
+
+    def everything():
+        one = lambda f, *a: jax.jit(jax.vmap(f, (None,) + (0,) * len(a)))(m, *a)
+        return (jaxdyn.aba_batch(m, Q, V, T), one(jaxdyn.aba, Q, V, T), one(jaxdyn.rnea, Q, V, T),
+                one(jaxdyn.crba, Q[:40]), one(jaxdyn.minv, Q[:40]), one(jaxdyn.aba_derivatives, Q[:40], V[:40], T[:40]),
+                jaxdyn.derivatives_batch(m, Q[:40], V[:40], T[:40], devices=1),
+                jax.jit(jax.vmap(jaxdyn.aba))(lanes, Qs, Vs, Ts))
+
+    assert chunks.default_chunk(None, 128) == 128 and chunks.default_chunk(7, 128) == 7
+    cpu = everything()
+    monkeypatch.setattr(chunks, "on_cpu", lambda: False)
+    assert chunks.default_chunk(None, 128) == chunks.ACCELERATOR_CHUNK["sweeps"] > n
+    assert chunks.default_chunk(None, 32, "matrices") == chunks.ACCELERATOR_CHUNK["matrices"] > 40
+    jax.clear_caches()
+    for a, b in zip(jax.tree_util.tree_leaves(everything()), jax.tree_util.tree_leaves(cpu)):
+        close(a, b, rtol=1e-12)

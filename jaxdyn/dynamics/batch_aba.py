@@ -15,7 +15,7 @@ from ..errors import ArgumentError, ShapeError
 from ..model.model import DATA_FIELDS, Model
 from ..compiled import cpu_jit, for_cpu_options
 from .batch import aba_layout_kernel, body_constants, scan_plan
-from .chunks import ObjectCache, chunk_rows, device_count, filled, map_chunks, replicated, split_rows
+from .chunks import ObjectCache, chunk_rows, default_chunk, device_count, filled, map_chunks, replicated, split_rows
 from .common import check_gravity, gravity_acceleration, slice_barrier
 
 
@@ -64,9 +64,10 @@ def aba_lanes(model: Model, q, qd, tau, fx, gravity=None, chunk=None):
     them stale, its lanes get their ABA, and a mixed chunk's affected lanes NaN.  The
     plan (floating root outside the scan) is ``model.scan_layout``, which ``stack`` sets when
     every member has a lone floating root.  What ``jax.vmap(jaxdyn.aba)`` over a stack runs.
-    ``chunk`` None: 128 traced for :data:`CPU_OPTIONS`, else 64 (what ran fastest for the
-    four benchmark robots, same-process A/B: 0.94x of 64, resp. 0.86x of 128)."""
-    chunk = chunk or (128 if for_cpu_options() else 64)
+    ``chunk`` None: on the CPU 128 traced for :data:`CPU_OPTIONS`, else 64 (what ran fastest
+    for the four benchmark robots, same-process A/B: 0.94x of 64, resp. 0.86x of 128); on
+    other backends :func:`jaxdyn.dynamics.chunks.default_chunk`'s."""
+    chunk = default_chunk(chunk, 128 if for_cpu_options() else 64)
     dt = jnp.result_type(q, qd, tau)
     q, qd, tau = (jnp.asarray(a, dt) for a in (q, qd, tau))
     fx = None if fx is None else jnp.asarray(fx, dt)
@@ -200,7 +201,7 @@ def one_model_chunks(model: Model, chunk, order=None):
 
 
 def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchTangent,
-              f_ext: BatchWrenches | None = None, gravity: Gravity | None = None, chunk=128,
+              f_ext: BatchWrenches | None = None, gravity: Gravity | None = None, chunk=None,
               devices=None) -> BatchTangent:
     """Forward dynamics qdd of B states of one model (throughput version of :func:`jaxdyn.aba`).
 
@@ -209,7 +210,9 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
       q: (B, nq); qd, tau: (B, nv).  f_ext: optional (B, nb, 6) spatial forces, Pinocchio order
         [force; moment], each in its body frame (as ``aba(..., f_ext_frame="local")``).
       gravity: optional (3,) world gravity.
-      chunk: robots per chunk (static): the chunk's arrays should stay in L2 cache.
+      chunk: robots per chunk (static).  Default (None): 128 on the CPU (the chunk's arrays
+        stay in L2 cache), 65536 on other backends (a GPU runs a chunk's states in parallel;
+        :func:`jaxdyn.dynamics.chunks.default_chunk`).
       devices: how many devices of the default backend share the batch (static).  Default:
         all of them on the CPU backend when B * nb >=
         :data:`jaxdyn.dynamics.chunks.MULTI_DEVICE_MIN_WORK` (and not inside your own
@@ -243,6 +246,7 @@ def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchT
         if not jnp.issubdtype(dt, jnp.floating):
             raise ShapeError(f"aba_batch: {nm} must be a floating-point array, got dtype {dt}")
     check_gravity(model, gravity)
+    chunk = default_chunk(chunk, 128)
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < 1:
         raise ArgumentError(f"aba_batch: chunk must be a positive int (robots per chunk), got {chunk!r}")
     free, k, types = _PLANS.get(model, None, lambda: scan_plan(model))     # once per model object

@@ -13,7 +13,7 @@ from ..model.model import Model
 from ..tree import backward_sweep, forward_sweep
 from .aba_steps import rnea_backward_step, rnea_forward_step
 from .batch import body_constants, chunk_joint_transforms, kept_step, sweep_reader
-from .chunks import map_chunks
+from .chunks import default_chunk, map_chunks
 from .common import gravity_acceleration, per_body, scatter_dofs
 
 
@@ -35,12 +35,13 @@ def rnea_chunk(model: Model, q, qd, qdd, a0, I6):
     return tau + model.armature.astype(dt)[None] * qdd
 
 
-def rnea_batch(model: Model, q, qd, qdd, gravity=None, chunk=128):
+def rnea_batch(model: Model, q, qd, qdd, gravity=None, chunk=None):
     """RNEA of B states of one model, q (B, nq), qd, qdd (B, nv) -> tau (B, nv), in chunks of
-    ``chunk`` states on the batch-last kernel (:func:`rnea_chunk`).  What ``jax.vmap(jaxdyn.rnea)``
-    over states of one model runs."""
+    ``chunk`` states (default 128 on the CPU, :func:`jaxdyn.dynamics.chunks.default_chunk`) on
+    the batch-last kernel (:func:`rnea_chunk`).  What ``jax.vmap(jaxdyn.rnea)`` over states of
+    one model runs."""
     dt = jnp.result_type(q, qd, qdd)
     a0 = gravity_acceleration(model, gravity).astype(dt)
     I6, _ = body_constants(model, dt)
     return map_chunks(lambda _, x: rnea_chunk(model, *x, a0, I6), tuple(jnp.asarray(a, dt) for a in (q, qd, qdd)),
-                      chunk)
+                      default_chunk(chunk, 128))

@@ -13,7 +13,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from ..compiled import traced
+from ..compiled import on_cpu, traced
 from ..errors import ArgumentError
 from ..tree import inside_shard_map
 
@@ -22,6 +22,27 @@ MULTI_DEVICE_MIN_WORK = 20000
 the fixed cost of a multi-device call (placing the inputs on both devices) outweighs the
 second core (crossovers measured with ``benchmarks/bench_core.py``; figures:
 ``benchmarks/results/design_measurements.md``)."""
+
+
+ACCELERATOR_CHUNK = {"sweeps": 1 << 16, "matrices": 1 << 12}
+"""States per chunk of the batch kernels by default on a GPU (or any backend but the CPU): a
+chunk's states run in parallel there and its chunks one after the other, so a chunk should hold
+the whole batch up to a memory bound.  "sweeps": kernels whose state per body is vectors and
+6x6 blocks (``aba_batch``, ``vmap`` of ``aba`` and ``rnea``, a stack's lanes); "matrices":
+kernels with (nv, nv) or (6, nv) per body (``crba``, ``minv``, the derivatives; about 2 GB per
+4096 states of talos_reduced).  With the CPU's chunks (32-128 states) on an H100, f64,
+``vmap(aba)`` ran 2.6-9.1 µs per state at B = 65536 and ``derivatives_batch`` 3.4-13 at
+B = 4096; with one chunk 0.05-0.14 and 0.15-0.63 (``benchmarks/results/gpu.json``)."""
+
+
+def default_chunk(chunk, cpu_chunk, kind="sweeps"):
+    """``chunk`` if given, else a batch kernel's default chunk: ``cpu_chunk`` states when the
+    default backend is the CPU (a chunk's arrays stay in the core's L2 cache), else
+    :data:`ACCELERATOR_CHUNK` [``kind``].  The backend is JAX's default one, also for a
+    computation you place on another device (pass ``chunk`` there)."""
+    if chunk is not None:
+        return chunk
+    return cpu_chunk if on_cpu() else ACCELERATOR_CHUNK[kind]
 
 
 def map_chunks(fn, xs, chunk, devices=1, init=None):

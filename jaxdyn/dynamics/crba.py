@@ -29,7 +29,7 @@ from ..kinematics import ancestors, joint_transforms, motion_subspaces_world, ro
 from ..model.model import Model, check_state
 from ..tree import backward_sweep
 from . import closed_form, derivative_sweeps as ds
-from .chunks import map_chunks
+from .chunks import default_chunk, map_chunks
 from .common import (batched_over_states, body_inertias, dof_ancestry, dof_mask, dof_owner, materialize,
                      with_zero_body)
 from ..compiled import cpu_jit
@@ -64,9 +64,9 @@ def crba(model: Model, q: Configuration) -> JointMatrix:
     return _crba(model, q)
 
 
-def crba_batch(model: Model, q, chunk=32):
+def crba_batch(model: Model, q, chunk=None):
     """M of B states of one model, q (B, nq) -> (B, nv, nv), in batch-last chunks of ``chunk``
-    states (:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms` with fusion barriers; the
+    states (default 32 on the CPU, :func:`jaxdyn.dynamics.chunks.default_chunk`) (:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms` with fusion barriers; the
     topology computed once).  What ``jax.vmap(crba)`` runs."""
     topo = ds.topology(model)
 
@@ -74,7 +74,7 @@ def crba_batch(model: Model, q, chunk=32):
         M = ds.crba_terms(model, *ds.state_transforms(model, qc), keep=partial(materialize, i=i), topo=topo)
         return jnp.moveaxis(M, -1, 0)
 
-    return map_chunks(run, q, chunk)
+    return map_chunks(run, q, default_chunk(chunk, 32, "matrices"))
 
 
 def crba_sweep(model: Model, q: Configuration) -> JointMatrix:

@@ -63,7 +63,7 @@ from . import derivative_sweeps as ds
 from .aba import aba
 from .aba_steps import same
 from ..compiled import DOT_OPTIONS, cpu_jit, exact_rule, for_cpu_options, tracing_for
-from .chunks import device_count, map_chunks, replicated, split_rows
+from .chunks import default_chunk, device_count, map_chunks, replicated, split_rows
 from .common import batched_like, materialize, vmap_axes
 from .minv import minv
 from .crba import crba
@@ -124,7 +124,7 @@ def _batchable(fn, cpu_options):
             return out, (True,) * 3
         q, qd, x = (batched_like(a, b, axis_size) for a, b in zip((q, qd, x), in_batched[1:]))
         with tracing_for(cpu_options):
-            return _derivatives_batch(model, q, qd, x, None, fn, CHUNK[fn], "analytic", 1), (True,) * 3
+            return _derivatives_batch(model, q, qd, x, None, fn, default_chunk(None, CHUNK[fn], "matrices"), "analytic", 1), (True,) * 3
 
     @jax.custom_jvp
     def terms(model, q, qd, x):
@@ -190,7 +190,8 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
     """``aba_derivatives`` (fn="aba") or ``rnea_derivatives`` (fn="rnea") of B states at once.
 
     Q (B, nq), QD (B, nv), X (B, nv) (tau, resp. qdd).  Returns the three (B, nv, nv) arrays.
-    Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn``) one after the other,
+    Runs chunks of ``chunk`` states (default :data:`CHUNK` for ``fn`` on the CPU, 4096 on other
+    backends: :func:`jaxdyn.dynamics.chunks.default_chunk`) one after the other,
     so memory stays bounded: the analytic method on batch-last chunks
     (:mod:`jaxdyn.dynamics.derivative_sweeps`; a top-level call on CPU is compiled with
     :data:`jaxdyn.compiled.DOT_OPTIONS`; inside your own function compile it with
@@ -213,7 +214,7 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
     """
     if fn not in ("aba", "rnea"):
         raise ArgumentError(f"fn must be 'aba' or 'rnea', got {fn!r}")
-    chunk = CHUNK[fn] if chunk is None else chunk
+    chunk = default_chunk(chunk, CHUNK[fn], "matrices")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ArgumentError(f"chunk must be a positive int, got {chunk!r}")
     _check_method(method)

@@ -26,7 +26,7 @@ from .aba import ABAFactor, aba_factor, aba_solve
 from .crba import crba
 from . import closed_form
 from . import derivative_sweeps as ds
-from .chunks import map_chunks
+from .chunks import default_chunk, map_chunks
 from .common import batched_over_states, materialize
 from .registry import MINV_METHODS, minv_methods, register_minv
 from ..compiled import cpu_jit
@@ -67,9 +67,10 @@ def minv(model: Model, q: Configuration, method="aba") -> JointMatrix:
     return MINV_METHODS[method](model, q)
 
 
-def minv_batch(model: Model, q, chunk=32):
+def minv_batch(model: Model, q, chunk=None):
     """M^-1 of B states of one model with a static topology, q (B, nq) -> (B, nv, nv),
-    symmetric, in batch-last chunks of ``chunk`` states: M by
+    symmetric, in batch-last chunks of ``chunk`` states (default 32 on the CPU,
+    :func:`jaxdyn.dynamics.chunks.default_chunk`): M by
     :func:`jaxdyn.dynamics.derivative_sweeps.crba_terms`, its inverse by
     :func:`jaxdyn.dynamics.derivative_sweeps.inverse_mass_matrix`.  What ``jax.vmap(minv)``
     runs."""
@@ -81,7 +82,7 @@ def minv_batch(model: Model, q, chunk=32):
         Mi = jnp.moveaxis(Mi, -1, 0)
         return 0.5 * (Mi + jnp.swapaxes(Mi, -1, -2))
 
-    return map_chunks(run, q, chunk)
+    return map_chunks(run, q, default_chunk(chunk, 32, "matrices"))
 
 
 register_minv("aba")(batched_over_states(
