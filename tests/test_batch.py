@@ -697,7 +697,7 @@ def test_accelerator_default_chunks(monkeypatch):
     """On a backend other than the CPU (a GPU) the batch kernels' default chunk holds the whole
     batch up to ``ACCELERATOR_CHUNK`` (one chunk: a GPU runs a chunk's states in parallel).
     Here the backend test is patched: the one-chunk programs run on the CPU and must give the
-    CPU chunks' answers (aba_batch, vmap of aba / rnea / crba / minv / aba_derivatives, a stack)."""
+    CPU chunks' answers (aba_batch, vmap of aba / rnea / crba, derivatives_batch, a stack)."""
     from jaxdyn.dynamics import chunks
     m = jaxdyn.robots.random_tree(6, 0.5, 2, floating_base=True)
     n = 130                                              # > 128: two chunks on the CPU, one here
@@ -717,15 +717,24 @@ def test_accelerator_default_chunks(monkeypatch):
     def everything():
         one = lambda f, *a: jax.jit(jax.vmap(f, (None,) + (0,) * len(a)))(m, *a)
         return (jaxdyn.aba_batch(m, Q, V, T), one(jaxdyn.aba, Q, V, T), one(jaxdyn.rnea, Q, V, T),
-                one(jaxdyn.crba, Q[:40]), one(jaxdyn.minv, Q[:40]), one(jaxdyn.aba_derivatives, Q[:40], V[:40], T[:40]),
+                one(jaxdyn.crba, Q[:40]),
                 jaxdyn.derivatives_batch(m, Q[:40], V[:40], T[:40], devices=1),
                 jax.jit(jax.vmap(jaxdyn.aba))(lanes, Qs, Vs, Ts))
 
+    seen = []                                            # the chunk each kernel's loop is given
+    import importlib
+    for mod in (importlib.import_module(f"jaxdyn.dynamics.{n}") for n in ("batch_aba", "batch_rnea", "crba", "derivatives")):
+        monkeypatch.setattr(mod, "map_chunks", lambda fn, xs, chunk, *a, _f=mod.map_chunks, **k:
+                            seen.append(chunk) or _f(fn, xs, chunk, *a, **k))
     assert chunks.default_chunk(None, 128) == 128 and chunks.default_chunk(7, 128) == 7
     cpu = everything()
+    assert len(seen) == 6 and max(seen) <= 128, seen
     monkeypatch.setattr(chunks, "on_cpu", lambda: False)
     assert chunks.default_chunk(None, 128) == chunks.ACCELERATOR_CHUNK["sweeps"] > n
     assert chunks.default_chunk(None, 32, "matrices") == chunks.ACCELERATOR_CHUNK["matrices"] > 40
     jax.clear_caches()
-    for a, b in zip(jax.tree_util.tree_leaves(everything()), jax.tree_util.tree_leaves(cpu)):
+    seen.clear()
+    acc = everything()
+    assert len(seen) == 6 and min(seen) >= chunks.ACCELERATOR_CHUNK["matrices"], seen
+    for a, b in zip(jax.tree_util.tree_leaves(acc), jax.tree_util.tree_leaves(cpu)):
         close(a, b, rtol=1e-12)
