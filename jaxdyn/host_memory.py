@@ -6,12 +6,12 @@ talos_reduced.  glibc's ``malloc`` serves blocks that large with fresh ``mmap`` 
 returns them to the operating system when they are freed, so every call writes its results
 into pages the kernel must first fault in and zero.  On the 2-core VM of
 ``benchmarks/results/allocator.json`` (``derivatives_batch``, B = 4096, one core, the two
-settings alternately in one process) keeping freed memory took talos_reduced from 49.8 to
-43.6 µs per state and g1 from 45.3 to 40.4 (Pinocchio's ``computeABADerivatives``: 44.3 and
-39.4 in the same loop); between runs the gain varied from none to 20 %.  Pinocchio writes
+settings alternately in one process) keeping freed memory took talos_reduced from 34.8 to
+28.9 µs per state and g1 from 28.8 to 24.7 (Pinocchio's ``computeABADerivatives``: 32.7 and
+28.0 in the same loop); between runs the gain varied from none to 20 %.  Pinocchio writes
 into the ``Data`` it was given and pays nothing of the kind; the same without a
 process-wide setting: ``jaxdyn.derivatives_batch(..., out=previous)`` writes into the
-previous result's buffers (41.5 and 38.3 µs in the same run).
+previous result's buffers (25.9 and 22.7 µs in the same run).
 
 :func:`tune_host_allocator` tells glibc to serve every block from its heaps and to keep freed
 memory there (``mallopt(M_MMAP_MAX, 0)``, ``mallopt(M_TRIM_THRESHOLD, 1 GiB)``): the next

@@ -208,7 +208,7 @@ def derivatives_batch(model: Model, Q, QD, X, fn="aba", chunk=None, method="anal
     donated (deleted, as with ``jax.jit``'s ``donate_argnums``; use the returned arrays).
     Without it every call writes its 3 B nv^2 numbers into new memory, which glibc maps
     fresh for blocks this large (page faults on every call; talos_reduced, B = 4096:
-    49.8 -> 41.5 µs per state with ``out``, min of 8 calls alternated with the other modes
+    34.8 -> 25.9 µs per state with ``out``, min of 8 calls alternated with the other modes
     in ``benchmarks/results/allocator.json``).  Inside your own jit ``out`` is an ordinary
     input that the chunk loop writes into.
     """
