@@ -20,6 +20,13 @@ call's buffers reuse pages already mapped.  The same as starting Python with
 process-wide and jaxdyn never does it on its own: the process keeps the memory it freed
 (its resident size stays near its peak), which a long-running simulation or training loop
 wants and a short script need not care about.
+
+Without either, and without keeping anything: start Python with
+``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc >= 2.35; transparent huge pages set to
+``madvise`` or ``always``).  glibc then asks for huge pages on the blocks it maps and the
+kernel faults them in 2 MB at a time: talos_reduced 34.1 -> 27.4 µs per state with glibc's
+defaults otherwise (Pinocchio 33.0 and 32.9; ``benchmarks/results/allocator_hugetlb.json``).
+Tunables are read when the process starts, so jaxdyn cannot set this one itself.
 """
 from __future__ import annotations
 
