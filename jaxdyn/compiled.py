@@ -94,8 +94,9 @@ MATMUL_PRECISION = "highest"
 """The precision of the matrix products that jaxdyn traces (``jax.default_matmul_precision``
 while its entry points, ``custom_vmap`` rules and derivative rules trace): full f32 products.
 On a GPU, JAX's default runs f32 products in TF32 (a 10-bit mantissa; bf16 passes on a TPU):
-``jax.vmap(jaxdyn.rnea)`` in f32 on an H100 was 1e-2 to 1e-1 off (relative to the largest
-torque) against the CPU's f32 with it, 1e-7 with this (``benchmarks/results/gpu.json``).  No
+``jax.vmap(jaxdyn.rnea)`` in f32 on an H100 was 1e-2 (panda) to 1e-1 (g1) off (relative to
+the largest torque) against the CPU's f32 with it, 4e-6 (panda) and 8e-5 (talos_reduced)
+with this, f32 round-off (``benchmarks/results/gpu.json``).  No
 effect on the CPU or in f64.  Your own products (``jaxdyn.jit`` of your function included)
 keep your setting."""
 

@@ -29,10 +29,11 @@ ACCELERATOR_CHUNK = {"sweeps": 1 << 16, "matrices": 1 << 12}
 chunk's states run in parallel there and its chunks one after the other, so a chunk should hold
 the whole batch up to a memory bound.  "sweeps": kernels whose state per body is vectors and
 6x6 blocks (``aba_batch``, ``vmap`` of ``aba`` and ``rnea``, a stack's lanes); "matrices":
-kernels with (nv, nv) or (6, nv) per body (``crba``, ``minv``, the derivatives; about 2 GB per
-4096 states of talos_reduced).  With the CPU's chunks (32-128 states) on an H100, f64,
-``vmap(aba)`` ran 2.6-9.1 µs per state at B = 65536 and ``derivatives_batch`` 3.4-13 at
-B = 4096; with one chunk 0.05-0.14 and 0.15-0.63 (``benchmarks/results/gpu.json``)."""
+kernels with (nv, nv) or (6, nv) arrays per body (``crba``, ``minv``, the derivatives), a
+smaller chunk for their larger state (its memory not measured on the GPU).  With the CPU's
+chunks (32-128 states) on an H100, f64, ``vmap(aba)`` ran 2.6-9.1 µs per state at
+B = 65536 and ``derivatives_batch`` 3.4-13 at B = 4096 (panda to g1); with one chunk
+0.04-0.14 and 0.15-0.63 (``benchmarks/results/gpu.json``)."""
 
 
 def default_chunk(chunk, cpu_chunk, kind="sweeps"):
