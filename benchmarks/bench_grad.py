@@ -10,7 +10,8 @@ Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on o
   call, B > 1: ``derivatives_batch``, batch-last chunks (its default size); at the largest B also
   ``vmap`` of the per-state function, and ``derivatives_batch`` split over all
   ``--host-devices``, default one per core; and at the largest B with ``out=`` the previous
-  call's result, whose buffers are reused) and the autodiff reference
+  call's result, whose buffers are reused, after :data:`OUT_WARMUP` untimed calls; at the
+  largest B the least of two medians) and the autodiff reference
   (``method="autodiff"``, B = 64 only: it is ~50x slower), with compile times;
 * ``vmap`` of the per-state derivative functions inside ``jaxdyn.jit`` (compiled with
   ``jaxdyn.CPU_OPTIONS``) and inside a plain ``jax.jit`` (XLA's default options);
@@ -18,7 +19,8 @@ Per robot (f64, one JAX CPU device unless stated, Pinocchio in the same run on o
   implicit derivative rule) and through ``aba_unwrapped`` (autodiff through the passes);
 * the forward pass at the largest B: ``vmap(aba)`` (its custom_vmap rule runs the batch-last
   kernels; inside a plain ``jax.jit`` and inside ``jaxdyn.jit``), vmap of the
-  per-state passes (``aba_unwrapped``) and ``aba_batch``;
+  per-state passes (``aba_unwrapped``) and ``aba_batch`` (all but ``aba_unwrapped`` timed
+  alternately, the least of 3 medians);
 * a ``jaxdyn.stack`` of all the robots (padded; each lane with its own model) under
   ``vmap(aba)`` vs the same batch of its largest member alone, both in a plain ``jax.jit`` and
   in ``jaxdyn.jit``;
@@ -112,10 +114,12 @@ def main():
                 else:
                     f = lambda B=B: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, devices=1)
                 row[f"{fn}_derivatives_compile_s_B{B}"] = compiled(f)
-                row[f"{fn}_derivatives_us_B{B}"] = timeit(lambda: jax.block_until_ready(f()), min_reps=7) / B * 1e6
+                row[f"{fn}_derivatives_us_B{B}"] = min(timeit(lambda: jax.block_until_ready(f()), min_reps=7)
+                                                       for _ in range(2 if B == Bmax else 1)) / B * 1e6
             into = derivatives_into(m, Q, V, T, fn)     # each call writes into the previous result
-            into()
-            row[f"{fn}_derivatives_out_us_B{Bmax}"] = timeit(into, min_reps=7) / Bmax * 1e6
+            for _ in range(OUT_WARMUP):
+                into()
+            row[f"{fn}_derivatives_out_us_B{Bmax}"] = min(timeit(into, min_reps=7) for _ in range(2)) / Bmax * 1e6
             del into
             nd = jax.device_count()
             if nd > 1:
@@ -157,25 +161,39 @@ def main():
         plot(res, args.out.replace(".json", ".png"), Bmax)
 
 
+OUT_WARMUP = 8
+"""Untimed calls with ``out=`` before its timing: the first calls after the first result ran
+30-40 % slower (talos_reduced, B = 4096: a first median of 34.7 µs per state, then 24.4-25.8),
+which a single median right after the first call caught (45.8 and 50.2 in two runs, against
+25.9 alternated in ``bench_allocator.py``)."""
+
+ROUNDS = 3
+"""Alternated timing rounds of :func:`forward_rows` and :func:`stack_rows`."""
+
+
 def forward_rows(m, Q, V, T):
     """The forward pass on the batch (Q, V, T) of model m, µs per state: ``vmap(aba)`` in a
-    plain ``jax.jit`` and in ``jaxdyn.jit``, vmap of the per-state passes (``aba_unwrapped``),
-    ``aba_batch``."""
+    plain ``jax.jit`` and in ``jaxdyn.jit``, vmap of the per-state passes (``aba_unwrapped``,
+    timed once: ~10x slower), ``aba_batch``.  The other three are timed alternately,
+    :data:`ROUNDS` medians each, and each keeps its least (as :func:`stack_rows`)."""
     import jax
     import jaxdyn
     from jaxdyn.dynamics import aba_unwrapped
     B = Q.shape[0]
-    row = {}
-    for key, jit, fn in (("vmap_aba", jax.jit, jaxdyn.aba), ("vmap_aba_jaxdyn_jit", jaxdyn.jit, jaxdyn.aba),
-                         ("vmap_aba_unwrapped", jax.jit, aba_unwrapped)):
-        va = jit(jax.vmap(fn, (None, 0, 0, 0)))
-        row[f"{key}_us_B{B}"] = timeit(lambda: jax.block_until_ready(va(m, Q, V, T))) / B * 1e6
-    row[f"aba_batch_us_B{B}"] = timeit(lambda: jax.block_until_ready(jaxdyn.aba_batch(m, Q, V, T, devices=1))) / B * 1e6
+    fns = {key: (lambda va=jit(jax.vmap(fn, (None, 0, 0, 0))): va(m, Q, V, T))
+           for key, jit, fn in (("vmap_aba", jax.jit, jaxdyn.aba), ("vmap_aba_jaxdyn_jit", jaxdyn.jit, jaxdyn.aba))}
+    fns["aba_batch"] = lambda: jaxdyn.aba_batch(m, Q, V, T, devices=1)
+    runs = {key: [] for key in fns}
+    for _ in range(ROUNDS):
+        for key, f in fns.items():
+            runs[key].append(timeit(lambda: jax.block_until_ready(f())))
+    row = {f"{key}_us_B{B}": min(t) / B * 1e6 for key, t in runs.items()}
+    vu = jax.jit(jax.vmap(aba_unwrapped, (None, 0, 0, 0)))
+    row[f"vmap_aba_unwrapped_us_B{B}"] = timeit(lambda: jax.block_until_ready(vu(m, Q, V, T))) / B * 1e6
     return row
 
 
-ROUNDS = 3
-"""Alternated timing rounds of :func:`stack_rows`."""
+
 
 
 def stack_rows(models, B):

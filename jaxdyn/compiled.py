@@ -125,8 +125,8 @@ CPU_XLA_FLAGS = " ".join(f"--{k}={str(v).lower() if isinstance(v, bool) else v}"
 run.py``.  XLA reads them when JAX starts its CPU backend, so they must be in the environment
 before the first computation.  jaxdyn then also traces a plain ``jax.jit``'s programs for the
 legacy emitters (:func:`for_cpu_options`): ``jax.jit(jax.vmap(jaxdyn.aba))`` on
-talos_reduced ran 6.86 µs/state with XLA's defaults against ``aba_batch`` at 5.24, and
-4.58 against 5.01 with these flags (``benchmarks/results/grad.json``, key
+talos_reduced ran 5.19 µs/state with XLA's defaults against ``aba_batch`` at 4.30, and
+4.50 against 4.35 with these flags (``benchmarks/results/grad.json``, key
 ``cpu_xla_flags``).  They apply to every program of the process, yours included."""
 
 
