@@ -4,6 +4,7 @@ One compile per model: chunk=16 with B = 37, so the batch is padded (37 -> 48) a
 run.  The two-device (shard_map) path runs in a subprocess started with two host devices.
 """
 import dataclasses
+import importlib
 import os
 import subprocess
 import sys
@@ -722,8 +723,8 @@ def test_accelerator_default_chunks(monkeypatch):
                 jax.jit(jax.vmap(jaxdyn.aba))(lanes, Qs, Vs, Ts))
 
     seen = []                                            # the chunk each kernel's loop is given
-    import importlib
-    for mod in (importlib.import_module(f"jaxdyn.dynamics.{n}") for n in ("batch_aba", "batch_rnea", "crba", "derivatives")):
+    for name in ("batch_aba", "batch_rnea", "crba", "derivatives"):
+        mod = importlib.import_module(f"jaxdyn.dynamics.{name}")
         monkeypatch.setattr(mod, "map_chunks", lambda fn, xs, chunk, *a, _f=mod.map_chunks, **k:
                             seen.append(chunk) or _f(fn, xs, chunk, *a, **k))
     assert chunks.default_chunk(None, 128) == 128 and chunks.default_chunk(7, 128) == 7

@@ -66,8 +66,9 @@ def crba(model: Model, q: Configuration) -> JointMatrix:
 
 def crba_batch(model: Model, q, chunk=None):
     """M of B states of one model, q (B, nq) -> (B, nv, nv), in batch-last chunks of ``chunk``
-    states (default 32 on the CPU, :func:`jaxdyn.dynamics.chunks.default_chunk`) (:func:`jaxdyn.dynamics.derivative_sweeps.crba_terms` with fusion barriers; the
-    topology computed once).  What ``jax.vmap(crba)`` runs."""
+    states (default 32 on the CPU, :func:`jaxdyn.dynamics.chunks.default_chunk`):
+    :func:`jaxdyn.dynamics.derivative_sweeps.crba_terms` with fusion barriers, the topology
+    computed once.  What ``jax.vmap(crba)`` runs."""
     topo = ds.topology(model)
 
     def run(i, qc):
