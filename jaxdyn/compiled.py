@@ -156,14 +156,14 @@ def for_cpu_options():
 
 
 @contextlib.contextmanager
-def tracing_for(cpu_options):
-    """Trace the block for :func:`for_cpu_options` = ``cpu_options``, with jaxdyn's
-    :data:`MATMUL_PRECISION`.  For code that JAX traces
+def tracing_for(cpu_options, exact=True):
+    """Trace the block for :func:`for_cpu_options` = ``cpu_options``, and with jaxdyn's
+    :data:`MATMUL_PRECISION` if ``exact``.  For code that JAX traces
     outside the call that chose the options, e.g. a ``custom_vmap`` rule (run when the
     caller's vmap batches the traced program): make one rule per value and enter this in it."""
     token = _FOR_CPU_OPTIONS.set(cpu_options)
     try:
-        with exact_products():
+        with exact_products() if exact else contextlib.nullcontext():
             yield
     finally:
         _FOR_CPU_OPTIONS.reset(token)
@@ -175,14 +175,8 @@ def _traced_for(fun, cpu_options, exact=True):
     (keyed by the function) keep the two formulations apart."""
     @functools.wraps(fun)
     def run(*args, **kwargs):
-        token = _FOR_CPU_OPTIONS.set(cpu_options)
-        try:
-            if not exact:
-                return fun(*args, **kwargs)
-            with exact_products():
-                return fun(*args, **kwargs)
-        finally:
-            _FOR_CPU_OPTIONS.reset(token)
+        with tracing_for(cpu_options, exact):
+            return fun(*args, **kwargs)
     return run
 
 

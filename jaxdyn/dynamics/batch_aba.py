@@ -151,13 +151,9 @@ def lane_order(model: Model, chunk):
     key = member_key(model)
     ident = jnp.arange(B, dtype=jnp.int32)
 
-    def one_key_chunks(k):
-        k = filled(k, rows).reshape(rows // C, C)
-        return jnp.sum(jnp.all(k == k[:, :1], axis=1))
-
     def by_key():
         perm = jnp.argsort(key, stable=True).astype(jnp.int32)
-        better = one_key_chunks(key[perm]) > one_key_chunks(key)
+        better = jnp.sum(uniform_chunks(key[perm], C, rows)) > jnp.sum(uniform_chunks(key, C, rows))
         return jnp.where(better, perm, ident), better
 
     changes = jnp.sum(key[1:] != key[:-1])
@@ -195,9 +191,16 @@ def one_model_chunks(model: Model, chunk, order=None):
         return jnp.repeat(jnp.all(ok.reshape(rows // C, C), axis=1), C)[:B]
     same = jnp.ones(rows // C, bool)
     for a in fields:
-        a = filled(a, rows).reshape((rows // C, C) + a.shape[1:])
-        same = same & jnp.all(a == a[:, :1], axis=tuple(range(1, a.ndim)))
+        same = same & uniform_chunks(a, C, rows)
     return jnp.repeat(same, C)[:B]
+
+
+def uniform_chunks(a, C, rows):
+    """(rows / C,) bool for ``a`` (B, ...) in chunks of C lanes, filled to ``rows`` with copies
+    of its first lane (:func:`jaxdyn.dynamics.chunks.filled`): whether each chunk's lanes all
+    equal its first lane."""
+    a = filled(a, rows).reshape((rows // C, C) + a.shape[1:])
+    return jnp.all(a == a[:, :1], axis=tuple(range(1, a.ndim)))
 
 
 def aba_batch(model: Model, q: BatchConfiguration, qd: BatchTangent, tau: BatchTangent,
