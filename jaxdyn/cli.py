@@ -129,7 +129,6 @@ def _run(st: _Setup, batch: int):
     import numpy as np
 
     import jaxdyn
-    from .compiled import cpu_jit
     from .errors import SimulationError
     from .output import progress_bar
 
@@ -150,7 +149,7 @@ def _run(st: _Setup, batch: int):
         Q0 = Q0.at[1:].add(1e-3 * jax.random.normal(key, (batch - 1, model.nq)))
         Q0 = jax.vmap(lambda q: jaxdyn.normalize(model, q))(Q0)
     QD0 = jnp.tile(st.qd0, (batch, 1))
-    step_fn = cpu_jit(jax.vmap(run_chunk, in_axes=(0, 0, None)))
+    step_fn = jax.jit(jax.vmap(run_chunk, in_axes=(0, 0, None)))
     t_wall = time.time()
     print(f"jaxdyn simulate {cfg['name']}: robot {model.name} (nq={model.nq}), T={sim['T']} s, dt={dt} s, "
           f"{sim['integrator']}, method={sim['method']}, batch={batch}", file=sys.stderr)
@@ -180,12 +179,11 @@ def _outputs(st: _Setup, t, Qs, Vs, Ts, acc, rej, wall):
     import numpy as np
 
     import jaxdyn
-    from .compiled import cpu_jit
     from .output import write_outputs
 
     drift = None
     if st.closed is not None:
-        res = cpu_jit(jax.vmap(lambda q: jaxdyn.constraint_residual(st.closed, q)))(jnp.asarray(Qs[0]))
+        res = jax.jit(jax.vmap(lambda q: jaxdyn.constraint_residual(st.closed, q)))(jnp.asarray(Qs[0]))
         drift = np.abs(np.asarray(res)).max(1)
     return write_outputs(st.out, st.model, st.cfg, t, Qs, Vs, Ts, st.traj_fn, acc, rej, wall, drift=drift)
 

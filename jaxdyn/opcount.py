@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .dynamics.forward import forward_dynamics
+from .batching import forward_dynamics
 from .dynamics.udut import udut_forward
 from .model.configuration import neutral
 

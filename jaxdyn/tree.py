@@ -1,277 +1,189 @@
 """The only place that walks the kinematic tree.
 
-Both sweeps are ``lax.scan`` over bodies in topological order with a buffer of per-body
-values plus one *sink* slot (index nb) that stands for the world / the root's parent, so
-no step needs a ``lax.cond`` for the root.  Compile time is independent of the number of
-bodies.
+The bodies are swept in topological order, one ``lax.scan`` per run of bodies with one joint
+type (:attr:`jaxdyn.model.Topology.runs`: one or two runs for most robots, e.g. a floating
+base and its revolute limbs), with a buffer of per-body values plus one *sink* slot (index
+nb) that stands for the world, so no step needs a branch for the root.  A step handles one
+body of a known joint type, so its motion subspace S has exactly that joint's columns.
+Compile time does not grow with the number of bodies.
 
-* ``forward_sweep(step, model, init, xs)``: for i = 0..nb-1,
-  ``val_i, y_i = step(val[parent[i]], x_i)`` with ``val[world] = init``.
-* ``backward_sweep(step, model, init, xs)``: for i = nb-1..0, ``acc_i`` starts at ``init[i]``
-  plus the contributions of all children; ``to_parent, y_i = step(acc_i, x_i)`` and
-  ``acc[parent[i]] += to_parent`` (the world's sum lands in the sink slot).
+* ``forward_sweep(step, model, init, xs)``: for i = 0..nb-1, ``val_i, y_i = step(val[parent_i],
+  x_i)`` with ``val[world] = init``.
+* ``backward_sweep(step, model, init, xs)``: for i = nb-1..0, ``acc_i`` is ``init[i]`` plus what
+  the children of i sent; ``to_parent, y_i = step(acc_i, x_i)`` and ``acc[parent_i] +=
+  to_parent`` (the world's sum lands in the sink slot).
 * ``backward_sweep_with_parent`` / ``forward_sweep_with_siblings``: variants whose step also
-  sees the parent's running accumulator (children visited one at a time, for Yamane-Nakamura's
-  sequential elimination); ``sum_over_children``: a one-level gather.
+  sees the parent's running accumulator (Yamane-Nakamura's sequential elimination).
 
-A ``model`` whose parent array has a trailing lane axis (nb, C) sweeps batch-last buffers
-(nb + 1, ..., C) of C models of different topology at once (``jaxdyn.stack`` under
-``vmap(aba)``): the parent slot is read and accumulated per lane, among each body's few
-possible parents when the sweep's model lists them (``candidates``, from
-``Model.lane_parents``), else by a gather and a scatter-add.
+Per-body inputs ``xs`` are arrays with a leading axis nb or :class:`PerRun` values (one entry
+per run, leading axis the run's length: quantities whose shape depends on the joint type,
+such as S (n, 6, nv_t)); per-body outputs come back as a :class:`PerRun`.  Every array may
+carry trailing batch axes (a batch-last chunk of states, :mod:`jaxdyn.batching`).
+
+``keep``: identity for one state; in a batch-last chunk the batching module's fusion barrier
+(:func:`jaxdyn.batching.barrier`), applied here to what each step reads at the scan index (its
+parent's or its own slot and its inputs) and passed to the step (``step(..., keep=keep)``),
+which applies it to the quantities it computes.  A run of one body is not a loop, and gets
+the identity.
 """
 from __future__ import annotations
 
-from functools import partial
-
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
+
+from .model.model import Model, Run
 
 tmap = jax.tree_util.tree_map
 
 
-def parent_slots(model):
-    """Parent indices with the world (-1) mapped to the sink slot nb.  (nb,) int32, or
-    (nb, C) for per-lane parents (see :func:`_read`)."""
-    return jnp.where(model.parent < 0, model.nb, model.parent).astype(jnp.int32)
+def same(x):
+    """The identity ``keep`` (no fusion barrier): x, or x() for a function."""
+    return x() if callable(x) else x
 
 
-def candidate_slots(model):
-    """For per-lane parents (nb, C) of a sweep's ``model`` that lists each body's possible
-    parents in a field ``candidates`` (a tuple per body, -1 the world; the ABA lanes kernel's
-    plan from ``Model.lane_parents``): those parents as sweep slots (the world -> nb),
-    (nb, P) int32 numpy, each row padded with its first slot (the body's *primary*
-    candidate); else None."""
-    cands = getattr(model, "candidates", None)
-    if cands is None or jnp.ndim(model.parent) != 2:
-        return None
-    slots = [sorted({model.nb if c < 0 else c for c in row}) for row in cands]
-    P = max(map(len, slots), default=1)
-    return np.array([row + row[:1] * (P - len(row)) for row in slots], np.int32).reshape(len(slots), P)
+class PerRun(tuple):
+    """Per-body values grouped by the model's runs (:attr:`Model.runs`): entry j holds the
+    values of run j's bodies (leading axis run.n)."""
+
+    def bodies(self):
+        """The entries concatenated along the body axis: (nb, ...) (equal shapes after it)."""
+        return jnp.concatenate(self, 0)
+
+    def dofs(self):
+        """Per-joint values (n, nv_t, ...) of each run flattened into dofs: (nv, ...)."""
+        return jnp.concatenate([x.reshape((-1,) + x.shape[2:]) for x in self], 0)
 
 
-def lanes_off_candidates(model):
-    """(C,) True for a lane with a body whose parent is neither the world nor among the
-    body's candidates (:func:`candidate_slots`; a stack whose parents were changed by hand
-    without ``Model.replace``): the sweeps read the body's primary candidate's slot for it
-    and drop what it adds, so the caller returns NaN for it.  A body on the world outside the
-    candidates is a stack's padding, which adds nothing and whose values nothing reads.  None
-    without candidates."""
-    cand = candidate_slots(model)
-    if cand is None:
-        return None
-    p = parent_slots(model)                                                   # (nb, C)
-    ok = jnp.any(p[:, None, :] == cand[:, :, None], 1) | (p == model.nb)
-    return ~jnp.all(ok, 0)
+jax.tree_util.register_pytree_node(PerRun, lambda p: (tuple(p), None), lambda _, c: PerRun(c))
 
 
-def _parents(model):
-    """What a sweep step gets as its parent: the slot (), a slot per lane (C,), or a slot per
-    lane and the body's candidate slots ((C,), (P,)) (:func:`candidate_slots`)."""
-    cand = candidate_slots(model)
-    return parent_slots(model) if cand is None else (parent_slots(model), jnp.asarray(cand))
+def _by_run(ys):
+    """A list of per-run outputs (pytrees of one structure) as that structure with a
+    :class:`PerRun` at every leaf (an empty PerRun for a model without bodies)."""
+    if not ys:
+        return PerRun(())
+    return tmap(lambda *a: PerRun(a), *ys)
 
 
-def _read(b, p):
-    """Slot p of a buffer b (nb + 1, ...).  A scalar p is one slot for every state; p of shape
-    (C,) is a slot per lane of a batch-last buffer (nb + 1, ..., C) (models of different
-    topology in one chunk, ``jaxdyn.stack``), read by a gather, or, with the body's candidate
-    slots (p, cand) (:func:`_parents`), as the primary candidate's slot with the lanes of
-    another candidate selected from its slot.  A lane on none of them (a stack's padding,
-    whose values nothing uses) reads the primary's."""
-    if isinstance(p, tuple):
-        p, cand = p
-        out = lax.dynamic_index_in_dim(b, cand[0], keepdims=False)
-        for j in range(1, cand.shape[0]):
-            out = jnp.where(p == cand[j], lax.dynamic_index_in_dim(b, cand[j], keepdims=False), out)
-        return out
-    if p.ndim == 0:
-        return lax.dynamic_index_in_dim(b, p, keepdims=False)
-    return jnp.take_along_axis(b, p.reshape((1,) * (b.ndim - 1) + p.shape), 0)[0]
+def per_run(model: Model, x) -> PerRun:
+    """A per-dof array (nv, ...) as per-joint slots: entry j (run.n, run.nv, ...)."""
+    return PerRun(x[r.v0:r.v0 + r.n * r.nv].reshape((r.n, r.nv) + x.shape[1:]) for r in model.runs)
 
 
-def _added(bufs, p, vs):
-    """The buffers ``bufs`` (a pytree, leaves (nb + 1, ...)) with ``vs`` (leaves as one slot)
-    added at slot p (as :func:`_read`).  With candidates (p, cand): each lane adds at its
-    candidate's slot; a lane on none of them (a stack's padding, whose f_ext may be nonzero
-    where the plan keeps the roots in the sweep) adds nothing.  The slots of further
-    candidates are updated under one ``lax.cond`` per step, so a body with one candidate
-    (most of a stack's; its row repeats it) updates one slot, as a single model's sweep
-    does: about 0.2 µs less per state of the four-robot benchmark stack than updating every
-    candidate's slot (alternating processes, 2-core CPU)."""
-    if not isinstance(p, tuple) or not jax.tree_util.tree_leaves(bufs):
-        return tmap(lambda b, v: _add(b, p, v.astype(b.dtype)), bufs, vs)
-    p, cand = p
-
-    def at(bufs, c, lanes):
-        return tmap(lambda b, v: lax.dynamic_update_index_in_dim(
-            b, lax.dynamic_index_in_dim(b, c, keepdims=False) + jnp.where(lanes, v, 0.0).astype(b.dtype), c, 0),
-            bufs, vs)
-    bufs = at(bufs, cand[0], p == cand[0])
-    for j in range(1, cand.shape[0]):
-        bufs = lax.cond(cand[j] != cand[0], partial(at, c=cand[j], lanes=p == cand[j]), lambda b: b, bufs)
-    return bufs
+def per_run_bodies(model: Model, x) -> PerRun:
+    """A per-body array (nb, ...) split by runs."""
+    return PerRun(x[r.start:r.stop] for r in model.runs)
 
 
-def _add(b, p, v):
-    """b with v added at slot p: a scalar slot, or a slot per lane (C,) (see :func:`_read`)."""
-    if p.ndim == 0:
-        return lax.dynamic_update_index_in_dim(b, lax.dynamic_index_in_dim(b, p, keepdims=False) + v, p, 0)
-    lanes = jnp.arange(p.shape[0])
-    return b.at[(p,) + (slice(None),) * (b.ndim - 2) + (lanes,)].add(jnp.moveaxis(v, -1, 0))
+def _of_run(xs, j, run: Run):
+    """Run j's part of ``xs`` (arrays with a leading axis nb, or PerRun)."""
+    return tmap(lambda a: a[j] if isinstance(a, PerRun) else a[run.start:run.stop], xs,
+                is_leaf=lambda a: isinstance(a, PerRun))
 
 
-def varying_like(carry, *others):
-    """``carry`` cast to vary over every manual mesh axis that an array leaf of ``carry`` or
-    ``others`` varies over (pass the arrays the scan's body reads).  Under a caller's
-    ``shard_map`` a scan whose initial carry is built from constants (zeros, the model's
-    inertias) would otherwise change its carry's type in the body, which ``lax.scan``
-    rejects; elsewhere it returns ``carry`` unchanged."""
-    typeof = getattr(jax, "typeof", None)
-    if typeof is None or not (hasattr(lax, "pcast") or hasattr(lax, "pvary")):    # no varying manual axes
-        return carry
-
-    def vma(a):                             # the aval's varying axes (named differently by jax version)
-        t = a if isinstance(a, jax.ShapeDtypeStruct) else typeof(a)
-        mat = getattr(t, "manual_axis_type", None)
-        return frozenset(mat.varying if mat is not None else getattr(t, "vma", ()))
-    arrays = [a for a in jax.tree_util.tree_leaves((carry, others)) if hasattr(a, "shape") and hasattr(a, "dtype")]
-    axes = frozenset().union(*map(vma, arrays))
-    if not axes:
-        return carry
-    def cast(a):
-        missing = tuple(sorted(axes - vma(a)))
-        if not missing:
-            return a
-        return lax.pcast(a, missing, to="varying") if hasattr(lax, "pcast") else lax.pvary(a, missing)
-    return tmap(cast, carry)
+def _scan(body, carry, run: Run, reverse):
+    """``lax.scan`` of ``body(carry, (i, j, parent slot))`` over the bodies of ``run`` (i the
+    body, j its place in the run); one body is one call (no loop)."""
+    idx = jnp.arange(run.start, run.stop, dtype=jnp.int32)
+    par = jnp.asarray(run.parent, jnp.int32)
+    if run.n == 1:
+        carry, y = body(carry, (idx[0], jnp.int32(0), par[0]))
+        return carry, tmap(lambda a: a[None], y)
+    return lax.scan(body, carry, (idx, idx - run.start, par), reverse=reverse)
 
 
-def inside_shard_map():
-    """Whether the current trace is inside a ``shard_map`` (a context mesh with manual axes)."""
-    get = getattr(jax.sharding, "get_abstract_mesh", None)
-    mesh = get() if get is not None else None
-    return mesh is not None and not mesh.empty and "Manual" in str(getattr(mesh, "axis_types", ()))
+def _read(buf, slot):
+    return tmap(lambda b: lax.dynamic_index_in_dim(b, slot, keepdims=False), buf)
 
 
-def scan_carry(body, carry, xs=None):
-    """``carry`` ready for ``lax.scan(body, carry, xs)`` under a caller's ``shard_map``: cast
-    to the manual mesh axes that the body's output carry varies over, found by tracing one
-    step abstractly (``jax.eval_shape``; it sees what the body closes over, e.g. a sharded
-    torque inside a dynamics function).  Outside ``shard_map`` it returns ``carry`` at no
-    cost."""
-    if not inside_shard_map():
-        return carry
-    x0 = None if xs is None else tmap(lambda a: a[0], xs)
-    out = jax.eval_shape(lambda c, x: body(c, x)[0], carry, x0)
-    return varying_like(carry, out)
+def _write(buf, slot, vals):
+    return tmap(lambda b, v: lax.dynamic_update_index_in_dim(b, v.astype(b.dtype), slot, 0), buf, vals)
 
 
-def forward_sweep(step, model, init, xs, read=None):
+def _add(buf, slot, vals):
+    return _write(buf, slot, tmap(lambda a, v: a + v.astype(a.dtype), _read(buf, slot), vals))
+
+
+def forward_sweep(step, model: Model, init, xs, keep=same):
     """Root-to-leaves sweep.
 
     Args:
-      step: ``(parent_val, x_i) -> (val_i, y_i)``; pytrees of per-body values.
-      init: the world's value (pytree of arrays).
-      xs: per-body inputs (pytree of arrays with leading axis nb).
-      read: None, or ``read(thunk, i)`` returning ``thunk()``, the step's inputs at body i
-        (:func:`_reads`): a caller's fusion barrier around the reads at the scan index.
+      step: ``(parent_val, x_i, keep=...) -> (val_i, y_i)``, pytrees of one body's values.
+      init: the world's value (a pytree of arrays).
+      xs: per-body inputs (leading axis nb, or :class:`PerRun`).
     Returns:
-      (vals, ys): vals has leading axis nb + 1 (slot nb = world = init); ys leading axis nb.
+      (vals, ys): vals with leading axis nb + 1 (slot nb = world = init); ys the step's
+      output structure with a :class:`PerRun` at each leaf.
     """
-    def with_siblings(pv, _, x):
-        val, y = step(pv, x)
+    def with_siblings(pv, _, x, keep):
+        val, y = step(pv, x, keep=keep)
         return val, (), y
-    return forward_sweep_with_siblings(with_siblings, model, init, (), xs, read)
+    return forward_sweep_with_siblings(with_siblings, model, init, (), xs, keep)
 
 
-def backward_sweep(step, model, init, xs, read=None):
+def forward_sweep_with_siblings(step, model: Model, init, sib_init, xs, keep=same):
+    """Root-to-leaves sweep that also accumulates, per parent, values of already-visited
+    siblings: ``val_i, to_parent, y_i = step(val_parent, sib_parent_so_far, x_i, keep=...)`` and
+    ``sib[parent] += to_parent``; children are visited in increasing index order.
+    ``sib_init``: per-slot initial accumulators (leading axis nb + 1; ``()`` for none, which
+    is :func:`forward_sweep`).  Returns (vals (nb + 1, ...), ys :class:`PerRun`)."""
+    nb = model.nb
+    buf = tmap(lambda a: jnp.broadcast_to(a, (nb + 1,) + jnp.shape(a)).astype(jnp.result_type(a)), init)
+    carry, ys = (buf, sib_init), []
+    for j, run in enumerate(model.runs):
+        def body(carry, inp, x=_of_run(xs, j, run), keep=keep):
+            buf, sib = carry
+            i, k, p = inp
+            pv, ps, x = keep(lambda: (_read(buf, p), _read(sib, p), _read(x, k)))
+            val, to_parent, y = step(pv, ps, x, keep=keep)
+            return (_write(buf, i, val), _add(sib, p, to_parent)), y
+        carry, y = _scan(body, carry, run, False)
+        ys.append(y)
+    return carry[0], _by_run(ys)
+
+
+def backward_sweep(step, model: Model, init, xs, keep=same):
     """Leaves-to-root sweep.
 
     Args:
-      step: ``(acc_i, x_i) -> (to_parent, y_i)``.
+      step: ``(acc_i, x_i, keep=...) -> (to_parent, y_i)``.
       init: per-body initial accumulators (leading axis nb).
-      xs: per-body inputs (leading axis nb).
-      read: as in :func:`forward_sweep`.
+      xs: per-body inputs (leading axis nb, or :class:`PerRun`).
     Returns:
-      (acc, ys): final accumulators with leading axis nb + 1 (slot nb = world sum), outputs ys.
+      (acc, ys): final accumulators with leading axis nb + 1 (slot nb = what the roots sent),
+      ys a :class:`PerRun`.
     """
-    return _backward(lambda acc, _, x: step(acc, x), model, init, xs, read, False)
+    return _backward(lambda acc, _, x, keep: step(acc, x, keep=keep), model, init, xs, keep, False)
 
 
-def backward_sweep_with_parent(step, model, init, xs, read=None):
-    """Leaves-to-root sweep whose step also sees the parent's *current* accumulator.
-
-    ``to_parent, y_i = step(acc_i, acc_parent_so_far, x_i)``: children of a body are visited
-    in decreasing index order, so ``acc_parent_so_far`` holds init[parent] plus the
-    contributions of the siblings with larger index (the sequential elimination order of
-    Yamane-Nakamura's path 1).  For root bodies the parent slot is the sink (world); the step
-    must treat it as the world.  Returns (acc, ys) like :func:`backward_sweep`.
-    """
-    return _backward(step, model, init, xs, read, True)
+def backward_sweep_with_parent(step, model: Model, init, xs, keep=same):
+    """Leaves-to-root sweep whose step also sees the parent's *current* accumulator:
+    ``to_parent, y_i = step(acc_i, acc_parent_so_far, x_i, keep=...)``.  Children are visited in
+    decreasing index order, so ``acc_parent_so_far`` holds init[parent] plus what the siblings
+    with larger index sent (the sequential elimination order of Yamane-Nakamura's path 1).
+    For root bodies the parent slot is the sink (world).  Returns (acc, ys) like
+    :func:`backward_sweep`."""
+    return _backward(step, model, init, xs, keep, True)
 
 
-def _reads(read, i, bufs, xs):
-    """A sweep step's inputs at body i: each buffer of ``bufs`` read at its slot (i, or the
-    parent slot p: :func:`_read`) and the body's xs (None: they come from the scan), through
-    ``read`` (:func:`forward_sweep`) when given."""
-    def thunk():
-        got = tuple(tmap(lambda b: _read(b, at), buf) for buf, at in bufs)
-        return got if xs is None else got + (tmap(lambda a: lax.dynamic_index_in_dim(a, i, keepdims=False), xs),)
-    return thunk() if read is None else read(thunk, i)
-
-
-def _backward(step, model, init, xs, read, with_parent):
-    nb = model.nb
+def _backward(step, model: Model, init, xs, keep, with_parent):
     buf = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init)
+    ys = [None] * len(model.runs)
+    for j in reversed(range(len(model.runs))):
+        run = model.runs[j]
 
-    def body(buf, inp):
-        i, p, x = inp if read is None else inp + (None,)
-        got = _reads(read, i, ((buf, i),) + (((buf, p),) if with_parent else ()), None if read is None else xs)
-        acc, accp = got[0], (got[1] if with_parent else None)
-        x = x if read is None else got[-1]
-        to_parent, y = step(acc, accp, x)
-        buf = _added(buf, p, to_parent)
-        return buf, y
-
-    buf = varying_like(buf, model, xs)
-    scanned = (jnp.arange(nb, dtype=jnp.int32), _parents(model)) + ((xs,) if read is None else ())
-    buf, ys = lax.scan(body, buf, scanned, reverse=True)
-    return buf, ys
+        def body(buf, inp, x=_of_run(xs, j, run), keep=keep):
+            i, k, p = inp
+            acc, accp, x = keep(lambda: (_read(buf, i), _read(buf, p) if with_parent else None, _read(x, k)))
+            to_parent, y = step(acc, accp, x, keep=keep)
+            return _add(buf, p, to_parent), y
+        buf, ys[j] = _scan(body, buf, run, True)
+    return buf, _by_run(ys)
 
 
-def forward_sweep_with_siblings(step, model, init, sib_init, xs, read=None):
-    """Root-to-leaves sweep that also accumulates, per parent, values of already-visited
-    siblings: ``val_i, to_parent, y_i = step(val_parent, sib_parent_so_far, x_i)`` and
-    ``sib[parent] += to_parent``.  Children are visited in increasing index order.
-    ``init``: the world's value; ``sib_init``: per-slot initial accumulators (leading nb + 1;
-    ``()`` for none, which makes this :func:`forward_sweep`); ``read``: as in
-    :func:`forward_sweep`.  Returns (vals (nb + 1), ys).
-    """
-    nb = model.nb
-    buf = tmap(lambda a: jnp.broadcast_to(a, (nb + 1,) + jnp.shape(a)).astype(jnp.result_type(a)), init)
-
-    def body(carry, inp):
-        buf, sib = carry
-        i, p, x = inp if read is None else inp + (None,)
-        got = _reads(read, i, ((buf, p), (sib, p)), None if read is None else xs)
-        pv, ps = got[:2]
-        x = x if read is None else got[2]
-        val, to_parent, y = step(pv, ps, x)
-        buf = tmap(lambda b, v: lax.dynamic_update_index_in_dim(b, v.astype(b.dtype), i, 0), buf, val)
-        sib = _added(sib, p, to_parent)
-        return (buf, sib), y
-
-    carry = varying_like((buf, sib_init), model, xs)
-    scanned = (jnp.arange(nb, dtype=jnp.int32), _parents(model)) + ((xs,) if read is None else ())
-    (buf, _), ys = lax.scan(body, carry, scanned)
-    return buf, ys
-
-
-def sum_over_children(model, vals):
-    """Per body, the sum of ``vals`` over its children.  vals (nb, ...) -> (nb, ...)."""
+def sum_over_children(model: Model, vals):
+    """Per body, the sum of ``vals`` (nb, ...) over its children: (nb, ...)."""
+    parent = jnp.asarray([p if p >= 0 else model.nb for p in model.topology.parent], jnp.int32)
     out = jnp.zeros((model.nb + 1,) + vals.shape[1:], vals.dtype)
-    return out.at[parent_slots(model)].add(vals)[:-1]
-
+    return out.at[parent].add(vals)[:-1]

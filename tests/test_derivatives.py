@@ -11,7 +11,6 @@ import pytest
 
 import jaxdyn
 from helpers import close, rng_states
-from jaxdyn.errors import ArgumentError, ShapeError
 
 pin = pytest.importorskip("pinocchio")
 from pinutil import align_rub_axes, to_pinocchio  # noqa: E402
@@ -22,8 +21,8 @@ def _sym(A):
 
 
 def check_against_pinocchio(m, pm, states, batch=False):
-    """Per state; with ``batch`` also ``derivatives_batch`` (the batch-last chunks) on all
-    states at once."""
+    """Per state; with ``batch`` also ``jax.vmap`` (the batch-last chunks) on all states at
+    once."""
     d = pm.createData()
     refs = []
     for q, v, a, _ in states:
@@ -39,11 +38,11 @@ def check_against_pinocchio(m, pm, states, batch=False):
     if batch:
         Q, V, A = (jnp.asarray(np.stack([s[j] for s in states])) for j in range(3))
         T = jnp.asarray(np.stack([r[0] for r in refs]))
-        for fn, X, k in (("rnea", A, 1), ("aba", T, 2)):
-            got = jaxdyn.derivatives_batch(m, Q, V, X, fn=fn, chunk=2)
+        for fn, X, k in ((jaxdyn.rnea_derivatives, A, 1), (jaxdyn.aba_derivatives, T, 2)):
+            got = jax.vmap(fn, (None, 0, 0, 0))(m, Q, V, X)
             for i, r in enumerate(refs):
                 for g, want, what in zip(got, r[k], ("d/dq", "d/dqd", "M or Minv")):
-                    close(g[i], want, 1e-9, f"derivatives_batch {fn} {what}, state {i}")
+                    close(g[i], want, 1e-9, f"vmap {fn.__name__} {what}, state {i}")
 
 
 @pytest.mark.parametrize("name", ["panda", "ur5", "anymal_c", "talos_reduced", "g1"])
@@ -82,29 +81,19 @@ def test_analytic_equals_autodiff_on_random_trees(floating):
             close(g, r, 1e-10, f"{f.__name__} {what}")
 
 
-def test_vmap_of_derivatives_runs_the_batch_chunks():
-    """jax.vmap of aba_derivatives / rnea_derivatives over states of one model runs the
-    batch-last chunks of derivatives_batch (a custom_vmap rule: its program has the chunks'
-    fusion barriers, conds, and vmap of the one-state terms has none), with an unbatched
-    argument broadcast; it equals the per-state calls.  Forward mode through that vmap (reverse
-    mode: test_derivatives_are_differentiable) differentiates the one-state terms, and
-    outputs that do not depend on a batched input keep the batch axis."""
-    from jaxdyn.dynamics.derivatives import _analytic
+def test_vmap_of_derivatives_with_a_shared_argument_and_forward_mode():
+    """jax.vmap of aba_derivatives / rnea_derivatives with an unbatched argument broadcast
+    equals the per-state calls; forward mode through that vmap differentiates the one-state
+    terms, and outputs that do not depend on a batched input keep the batch axis."""
     m = jaxdyn.robots.random_tree(5, 0.5, 4, floating_base=True, joint_types=("revolute", "spherical", "prismatic"))
     Q, V, X = _states(m, 3, 7)
     for fn, f in (("aba", jaxdyn.aba_derivatives), ("rnea", jaxdyn.rnea_derivatives)):
-        vf = jax.vmap(f, (None, 0, None, 0))
-        got = vf(m, Q, V[0], X)
+        got = jax.vmap(f, (None, 0, None, 0))(m, Q, V[0], X)
         for i in range(3):
             for g, r in zip(got, f(m, Q[i], V[0], X[i])):
                 close(g[i], r, 1e-11, fn)
-        text = jax.jit(vf).lower(m, Q, V[0], X).as_text()
-        plain = jax.jit(jax.vmap(lambda q, x: _analytic(fn, m, q, V[0], x))).lower(Q, X).as_text()
-        assert "stablehlo.case" in text and "stablehlo.case" not in plain
         if fn == "aba":     # (reverse mode under vmap: test_derivatives_are_differentiable)
             continue
-        # forward mode through the vmap with q shared: M, which does not depend on the
-        # batched qd and qdd, keeps its batch axis; values per state
         g = lambda X: jax.vmap(lambda x: f(m, Q[0], V[0] + 0.1 * x, x))(X)
         tan = jax.jit(lambda X, dX: jax.jvp(g, (X,), (dX,))[1])(X, V)
         one = jax.jit(lambda x, dx: jax.jvp(lambda y: f(m, Q[0], V[0] + 0.1 * y, y), (x,), (dx,))[1])
@@ -112,23 +101,6 @@ def test_vmap_of_derivatives_runs_the_batch_chunks():
             for t, r in zip(tan, one(X[i], V[i])):
                 assert t.shape == (3,) + r.shape
                 close(t[i], r, 1e-10, fn)
-
-
-def test_analytic_derivatives_of_stacked_models():
-    """vmap over a jaxdyn.stack of different structures (padded bodies and dofs): every member's
-    derivatives equal its own, zero-padded; padded dofs have zero rows and columns in d/dq."""
-    ms = [jaxdyn.robots.random_tree(6, 0.5, 1, floating_base=True),
-          jaxdyn.robots.random_tree(4, 0.5, 2, floating_base=False, joint_types=("revolute", "prismatic"))]
-    st = jaxdyn.stack(ms)
-    sts = [[a[0] for a in _states(m, 1, i)] for i, m in enumerate(ms)]
-    Q, V, X = (jnp.stack([jaxdyn.pad_state(m, s[j], st.nq if j == 0 else st.nv) for m, s in zip(ms, sts)])
-               for j in range(3))
-    got = jax.vmap(jaxdyn.aba_derivatives)(st, Q, V, X)
-    for i, m in enumerate(ms):
-        ref = jaxdyn.aba_derivatives(m, *sts[i])
-        for g, r in zip(got, ref):
-            close(g[i, :m.nv, :m.nv], r, 1e-10, f"robot {i}")
-        close(got[0][i, m.nv:], 0.0, 1e-14); close(got[0][i, :, m.nv:], 0.0, 1e-14)
 
 
 def test_tree_where_pinocchio_derivatives_are_inconsistent():
@@ -152,31 +124,23 @@ def test_tree_where_pinocchio_derivatives_are_inconsistent():
 
 
 def test_aba_derivatives_identity_and_batch():
-    """d qdd/dq = -M^-1 d tau/dq and d qdd/dqd = -M^-1 d tau/dqd at qdd = ABA(tau); the
-    chunked batch (B not a multiple of chunk) equals the per-state function."""
+    """d qdd/dq = -M^-1 d tau/dq and d qdd/dqd = -M^-1 d tau/dqd at qdd = ABA(tau), in a
+    vmapped batch; M^-1 and M equal minv and crba."""
     m = jaxdyn.robots.random_tree(7, 0.5, 2, floating_base=True, joint_types=("revolute", "spherical"))
     B = 5
     Q = jnp.stack([jaxdyn.random_configuration(m, jax.random.PRNGKey(s)) for s in range(B)])
     r = np.random.default_rng(3)
     V, T = jnp.asarray(r.normal(size=(B, m.nv))), jnp.asarray(r.normal(size=(B, m.nv)))
     QDD = jax.vmap(lambda q, v, t: jaxdyn.aba(m, q, v, t))(Q, V, T)
-    a_dq, a_dv, Mi = jaxdyn.derivatives_batch(m, Q, V, T, fn="aba", chunk=2)
-    r_dq, r_dv, M = jaxdyn.derivatives_batch(m, Q, V, QDD, fn="rnea", chunk=2)
+    a_dq, a_dv, Mi = jax.vmap(jaxdyn.aba_derivatives, (None, 0, 0, 0))(m, Q, V, T)
+    r_dq, r_dv, M = jax.vmap(jaxdyn.rnea_derivatives, (None, 0, 0, 0))(m, Q, V, QDD)
     for i in range(B):
         close(a_dq[i], -Mi[i] @ r_dq[i], 1e-10)
         close(a_dv[i], -Mi[i] @ r_dv[i], 1e-10)
         close(Mi[i] @ M[i], np.eye(m.nv), 1e-10)
-    for i in (0, 3, 4):          # states stay in order across chunks (B = 5, chunk = 2)
+    for i in (0, 3, 4):
         close(Mi[i], jaxdyn.minv(m, Q[i]), 1e-10)
         close(M[i], jaxdyn.crba(m, Q[i]), 1e-10)
-    with pytest.raises(ArgumentError, match="chunk"):
-        jaxdyn.derivatives_batch(m, Q, V, T, chunk=0)
-    with pytest.raises(ShapeError, match=r"QD must have shape \(B, "):
-        jaxdyn.derivatives_batch(m, Q, V[:3], T)
-    with pytest.raises(ShapeError, match="empty batch"):
-        jaxdyn.derivatives_batch(m, Q[:0], V[:0], T[:0])
-    with pytest.raises(ArgumentError, match=r"devices=2 but 1 device"):
-        jaxdyn.derivatives_batch(m, Q, V, T, devices=2)
 
 
 def test_no_lapack_call_in_dynamics_kernels():
@@ -190,8 +154,7 @@ def test_no_lapack_call_in_dynamics_kernels():
              jax.jit(jaxdyn.rnea_derivatives).lower(m, q, z, z),
              jax.jit(jaxdyn.aba_derivatives).lower(m, q, z, z),
              jax.jit(jax.vmap(jaxdyn.aba_derivatives, (None, 0, 0, 0))).lower(m, q[None], z[None], z[None]),
-             jax.jit(lambda *a: jaxdyn.derivatives_batch(*a)).lower(m, q[None], z[None], z[None]),
-             jax.jit(lambda *a: jaxdyn.aba_batch(*a)).lower(m, q[None], z[None], z[None])]
+             jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0))).lower(m, q[None], z[None], z[None])]
     for p in progs:
         assert "lapack" not in p.as_text().lower()
 
@@ -199,10 +162,11 @@ def test_no_lapack_call_in_dynamics_kernels():
 @pytest.mark.parametrize("floating, frame", [(True, "world"), (False, "local")])
 def test_aba_implicit_rule_equals_autodiff_through_the_passes(floating, frame):
     """jaxdyn.aba's derivative rule (d qdd = M^-1 (d tau - d RNEA)) == autodiff through the three
-    ABA passes (aba_unwrapped): jvp and vjp w.r.t. q (ambient directions, quaternions
+    ABA passes (:func:`jaxdyn.dynamics.aba.aba_passes`): jvp and vjp w.r.t. q (ambient directions, quaternions
     included), qd, tau, f_ext (both frames), gravity, masses and COMs (armature nonzero), and
     a Hessian-vector product (second order through the rule)."""
-    from jaxdyn.dynamics.aba import aba_unwrapped
+    from jaxdyn.dynamics.aba import aba_passes
+    aba_unwrapped = lambda m, *a: aba_passes(m, *a)
     kinds = ("revolute", "revolute_unbounded", "prismatic", "helical", "spherical", "planar")
     m = jaxdyn.robots.random_tree(6, 0.5, 6, floating_base=floating, joint_types=kinds)
     m = m.replace(armature=jnp.linspace(0.0, 0.1, m.nv))
@@ -267,7 +231,7 @@ def test_derivatives_are_differentiable():
 def test_forest_of_two_trees_matches_autodiff():
     """Two trees under the world (each in its own root frame, gravity per root), rotated and
     offset root placements, revolute / spherical / prismatic / helical joints: the batch-last
-    chunks and the one-state path equal autodiff through the scans."""
+    chunks (vmap) and the one-state path equal autodiff through the sweeps."""
     r = np.random.default_rng(0)
     nb = 6
     E = np.stack([np.asarray(jaxdyn.spatial.exp3(jnp.asarray(r.normal(size=3)))) for _ in range(nb)])
@@ -279,43 +243,10 @@ def test_forest_of_two_trees_matches_autodiff():
     Q = jnp.stack([jaxdyn.random_configuration(m, jax.random.PRNGKey(i)) for i in range(3)])
     V, T = (jnp.asarray(r.normal(size=(3, m.nv))) for _ in range(2))
     for fn, f in (("aba", jaxdyn.aba_derivatives), ("rnea", jaxdyn.rnea_derivatives)):
-        batch = jaxdyn.derivatives_batch(m, Q, V, T, fn=fn, chunk=2)
-        for i in (0, 2):                          # one state from each chunk
+        batch = jax.vmap(f, (None, 0, 0, 0))(m, Q, V, T)
+        for i in (0, 2):
             ref = f(m, Q[i], V[i], T[i], method="autodiff")
             for g, x in zip(batch, ref):
                 close(g[i], x, 1e-11, fn)
         for g, x in zip(f(m, Q[2], V[2], T[2]), f(m, Q[2], V[2], T[2], method="autodiff")):
             close(g, x, 1e-11, fn)
-
-
-@pytest.mark.named_errors
-def test_derivatives_batch_writes_into_out():
-    """derivatives_batch(..., out=previous) returns the same numbers as without out, in the
-    donated arrays' buffers at top level (they are deleted), for a batch of whole chunks and
-    one that is padded, fn="aba" and "rnea"; inside a caller's jit out is an ordinary input.
-    A wrong out (count, shape, one array given twice) is a named error."""
-    m = jaxdyn.robots.random_tree(7, 0.5, 3, floating_base=True)
-    r = np.random.default_rng(2)
-    Q = jax.vmap(lambda k: jaxdyn.random_configuration(m, k))(jax.random.split(jax.random.PRNGKey(1), 40))
-    V, T = (jnp.asarray(r.normal(size=(40, m.nv))) for _ in range(2))
-    for fn, B in (("aba", 32), ("rnea", 40)):
-        want = [np.asarray(a) for a in jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=8)]
-        prev = jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=8)
-        where = [a.unsafe_buffer_pointer() for a in prev]
-        got = jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=8, out=prev)
-        assert all(a.is_deleted() for a in prev)
-        if B % 8 == 0:
-            assert [a.unsafe_buffer_pointer() for a in got] == where
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(np.asarray(g), w)
-        inside = jax.jit(lambda o: jaxdyn.derivatives_batch(m, Q[:B], V[:B], T[:B], fn=fn, chunk=8, out=o))(
-            tuple(jnp.zeros_like(jnp.asarray(w)) for w in want))
-        for g, w in zip(inside, want):
-            np.testing.assert_allclose(np.asarray(g), w, rtol=0, atol=1e-12 * np.abs(w).max())
-    z = jnp.zeros((8, m.nv, m.nv))
-    with pytest.raises(ArgumentError, match="tuple of three"):
-        jaxdyn.derivatives_batch(m, Q[:8], V[:8], T[:8], out=(z, z))
-    with pytest.raises(ArgumentError, match="three different arrays"):
-        jaxdyn.derivatives_batch(m, Q[:8], V[:8], T[:8], out=(z, z, z))
-    with pytest.raises(ShapeError, match=r"out\[2\] must be a \(8, "):
-        jaxdyn.derivatives_batch(m, Q[:8], V[:8], T[:8], out=(z, z, z[:, :1]))

@@ -29,7 +29,6 @@ import os
 import sys
 import time
 
-from ..compiled import cpu_jit
 from ..config import check_tables, read_toml
 from ..errors import ConfigError
 from . import common
@@ -113,7 +112,7 @@ def read_data(path, model):
     return A[:, 0], A[:, 1], A[:, 2], A[:, 3]
 
 
-@cpu_jit
+@jax.jit
 def perturb(model, key, frac):
     """A physically valid model with masses and rotational inertias scaled by factors in
     [1 - frac, 1 + frac] and COMs moved by up to frac of their distance (+ frac * 5 cm)."""
@@ -168,7 +167,7 @@ def run(args) -> int:
         Qm, QDm, QDDm, TAU = read_data(cfg["data"]["file"], true)
         source = f"data file {cfg['data']['file']} ({Qm.shape[0]} rows)"
     else:
-        tau_clean = np.asarray(cpu_jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(true, q, v, a)))(Q, QD, QDD))
+        tau_clean = np.asarray(jax.jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(true, q, v, a)))(Q, QD, QDD))
         TAU = tau_clean + nz["torque_std"] * rngs.normal(size=tau_clean.shape)
         Qm = np.asarray(Q) + nz["q_std"] * rngs.normal(size=Q.shape)
         QDm = np.asarray(QD) + nz["qd_std"] * rngs.normal(size=Q.shape)

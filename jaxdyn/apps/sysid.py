@@ -12,6 +12,8 @@ found from a stacked regressor by QR with column pivoting (:func:`base_parameter
 """
 from __future__ import annotations
 
+from functools import partial
+
 from typing import NamedTuple
 
 import jax
@@ -20,12 +22,11 @@ import numpy as np
 import optax
 
 from .. import spatial as sp
-from ..dynamics.common import body_inertias, scatter_dofs
-from ..dynamics.rnea import rnea_core
+from ..dynamics.common import body_inertias
+from ..dynamics.rnea import rnea_passes
 from ..errors import ArgumentError, ShapeError
 from ..model.model import check_state
 from .common import lbfgs_minimize, optax_promotion
-from ..compiled import cpu_jit
 
 
 def inertial_parameters(model):
@@ -43,7 +44,7 @@ def with_inertial_parameters(model, pi):
     return model.replace(mass=m, com=c, inertia=Ic)
 
 
-@cpu_jit
+@jax.jit
 def regressor(model, q, qd, qdd):
     """Y (nv, 10 nb) with rnea(model, q, qd, qdd) = Y @ inertial_parameters(model) + armature * qdd.
 
@@ -54,8 +55,8 @@ def regressor(model, q, qd, qdd):
     dt = jnp.result_type(qd)
 
     def tau(pi):
-        I = jax.vmap(sp.inertia.from_vector)(pi.reshape(model.nb, 10))
-        return scatter_dofs(model, rnea_core(model, q, qd, qdd, inertias=I)[0])
+        I6 = jax.vmap(lambda p: sp.inertia.to_matrix(sp.inertia.from_vector(p)))(pi.reshape(model.nb, 10))
+        return rnea_passes(model, q, qd, qdd, inertias=I6)[0] - model.armature * qdd
 
     return jax.jacrev(tau)(jnp.zeros(10 * model.nb, dt))
 
@@ -194,7 +195,7 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
             val = val + prior_weight ** 2 * jnp.sum((pi - prior) ** 2) / p
         return val
 
-    @cpu_jit
+    @jax.jit
     def run(th):
         th, hist = lbfgs_minimize(loss, th, steps)
         return jnp.where(free[:, None], th, jnp.nan), params(th), hist
@@ -226,7 +227,7 @@ def identify_simulation_error(model, theta0, q0, qd0, U, dt, Q_meas, steps=100, 
     def loss(th):
         return simulation_error(model, jnp.where(fr[:, None], th, theta0), q0, qd0, U, dt, Q_meas, stepper)
 
-    @cpu_jit
+    @jax.jit
     def run(th):
         th, hist = lbfgs_minimize(loss, th, steps)
         th = jnp.where(fr[:, None], th, theta0)
@@ -275,7 +276,7 @@ def fourier_excitation(model, key, harmonics=5, period=10.0, amplitude=1.0, cent
     return Fourier(a, b, jnp.asarray(mid, a.dtype), jnp.asarray(w_f, a.dtype))
 
 
-@cpu_jit(static_argnames=("harmonics", "w_f"))
+@partial(jax.jit, static_argnames=("harmonics", "w_f"))
 def _fourier_coefficients(key, half, harmonics, w_f):
     """Random sine / cosine amplitudes a, b (nv, harmonics) scaled so that the series' range
     bound sum_l (|a_l| + |b_l|) / (l w_f) equals ``half`` (nv,) per joint (one program, not an
@@ -289,13 +290,13 @@ def _fourier_coefficients(key, half, harmonics, w_f):
     return a * scale[:, None], b * scale[:, None]
 
 
-@cpu_jit
+@jax.jit
 def sample_fourier(f: Fourier, t):
     """(Q, QD, QDD) (N, nv) each at times t (N,)."""
     return jax.vmap(lambda s: fourier_eval(f, s))(jnp.asarray(t))
 
 
-regressors = cpu_jit(jax.vmap(regressor, in_axes=(None, 0, 0, 0)))
+regressors = jax.jit(jax.vmap(regressor, in_axes=(None, 0, 0, 0)))
 regressors.__doc__ = """Y (N, nv, 10 nb): :func:`regressor` at N samples Q, QD, QDD (N, nv) (one compiled program
 per model structure)."""
 
@@ -312,7 +313,7 @@ def condition_number(W, base: BaseParameters):
     return _condition_number(jnp.asarray(W), jnp.asarray(base.independent))
 
 
-@cpu_jit
+@jax.jit
 def _condition_number(W, independent):
     Wb = W[:, independent]
     Wb = Wb / jnp.linalg.norm(Wb, axis=0, keepdims=True)
@@ -340,7 +341,7 @@ def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, le
 
     opt = optax.adam(learning_rate)
 
-    @cpu_jit
+    @jax.jit
     def run(ab):
         def step(carry, _):
             ab, s = carry

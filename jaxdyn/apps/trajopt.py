@@ -34,7 +34,6 @@ import numpy as np
 import optax
 from jax import lax
 
-from ..compiled import cpu_jit
 from ..errors import ArgumentError, ShapeError
 from .common import optax_promotion
 from ..integrators.controllers import HeldLaw
@@ -119,7 +118,7 @@ def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_lim
     if isinstance(scale, str):
         if scale != "inertia":
             raise ArgumentError(f"scale must be None, 'inertia' or (nv,) numbers, got {scale!r}")
-        from ..dynamics.crba import crba
+        from ..batching import crba
         scale = jnp.diag(crba(base, q0))
     if scale is not None:
         scale = jnp.broadcast_to(jnp.asarray(scale, float), (nv,))
@@ -162,7 +161,7 @@ def controls(prob: Problem, Z, model=None):
     U = Z if prob.scale is None else jnp.broadcast_to(prob.scale, Z.shape) * Z
     if prob.parametrization == "torque":
         return _limit(prob, U)
-    from ..dynamics.rnea import rnea
+    from ..batching import rnea
     m = open_model(prob.model if model is None else model)
     return HeldLaw(U, lambda z, t, q, qd: _limit(prob, rnea(m, q, qd, z)))
 
@@ -378,7 +377,7 @@ def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segme
         dmax = jnp.max(jnp.abs(c)) if nc else jnp.zeros((), Z.dtype)
         return params, tr.tau[:-1], J, hist.reshape(-1), dmax, tr
 
-    return cpu_jit(jax.vmap(solve_one) if batched else solve_one)
+    return jax.jit(jax.vmap(solve_one) if batched else solve_one)
 
 
 def effort(U, dt):
@@ -387,13 +386,14 @@ def effort(U, dt):
 
 
 def payload_variants(model, body, extra_masses):
-    """A :func:`jaxdyn.stack` of copies of ``model`` with ``extra_masses`` (K,) added at the
-    COM of ``body`` (name or index): robust optimization over an uncertain payload."""
-    from ..model.stack import stack
+    """K copies of ``model`` (parameters with a leading axis K, for ``jax.vmap``) with
+    ``extra_masses`` (K,) added at the COM of ``body`` (name or index): robust optimization
+    over an uncertain payload."""
     if isinstance(body, str):
         if body not in model.body_names:
             raise ArgumentError(f"payload body {body!r} not in model {model.name!r}; bodies: {list(model.body_names)}")
         b = model.body_names.index(body)
     else:
         b = int(body)
-    return stack([model.replace(mass=model.mass.at[b].add(float(dm))) for dm in extra_masses])
+    masses = jnp.stack([model.mass.at[b].add(float(dm)) for dm in extra_masses])
+    return jax.tree_util.tree_map(lambda a: jnp.broadcast_to(a, (len(masses),) + a.shape), model).replace(mass=masses)

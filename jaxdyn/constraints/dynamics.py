@@ -34,15 +34,15 @@ the condition number of K M^-1 K^T on its range.
 """
 from __future__ import annotations
 
+from functools import partial
+
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
+from ..batching import crba, forward_dynamics, rnea
 from ..dynamics.opspace import opspace_inverse_inertia
-from ..dynamics.crba import crba
-from ..dynamics.forward import forward_dynamics
-from ..dynamics.rnea import rnea
 from ..errors import ArgumentError
 from ..kinematics import frame_terms
 from ..model.configuration import integrate
@@ -52,7 +52,6 @@ from .grasp import GraspSystem, lilly_orin, rccfd
 from .legged import LeggedSystem, legged_forward_dynamics
 from .model import ClosedModel
 from .solve import PROX_ITERS, diagnostics, prox_solve
-from ..compiled import cpu_jit
 
 
 
@@ -125,7 +124,7 @@ def constraint_residual(cm: ClosedModel, q):
     return jnp.concatenate(out)
 
 
-@cpu_jit
+@jax.jit
 def constraint_jacobian(cm: ClosedModel, q):
     """K (m, nv): constraint rows (see the module docstring)."""
     check_state(cm.model, q=q)
@@ -170,7 +169,7 @@ def _rows_target(cm, q, qd, K, stabilization):
     return rhs
 
 
-@cpu_jit(static_argnames=("method", "stabilization"))
+@partial(jax.jit, static_argnames=("method", "stabilization"))
 def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q, qd, tau, method="schur",
                                  stabilization=None):
     """Joint accelerations and constraint forces of a closed model.
@@ -239,7 +238,7 @@ def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q
     return ConstrainedResult(qdd, lam, residual, rank, cond)
 
 
-@cpu_jit(static_argnames=("iters",))
+@partial(jax.jit, static_argnames=("iters",))
 def project_constraints(cm: ClosedModel, q, qd, iters=20):
     """Consistent initial conditions: (q, qd) moved onto r(q) = 0 and K qd = 0.
 

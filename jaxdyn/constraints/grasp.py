@@ -55,11 +55,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..dynamics.aba import aba
+from ..batching import aba, crba, forward_dynamics, minv
 from ..dynamics.common import pd_inverse
-from ..dynamics.crba import crba
-from ..dynamics.forward import forward_dynamics
-from ..dynamics.minv import minv
 from ..dynamics.opspace import opspace_inverse_inertia
 from ..errors import ModelError
 from ..kinematics import frame_pose, frame_terms

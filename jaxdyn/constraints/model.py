@@ -148,8 +148,7 @@ def close_loops(model, constraints) -> ClosedModel:
             raise ModelError(f"constraint {nm!r}: frames {c.frame_a!r} and {c.frame_b!r} are on the same "
                              "body; a constraint must join two different bodies (or a body and the world)")
         kinds.append(c.kind); names.append(nm); phis.append(jnp.asarray(phi)); rows.append(phi.shape[1])
-    m2 = model.replace(frame_body=jnp.asarray(np.asarray(fbody, np.int32)),
-                       frame_E=jnp.asarray(np.stack(fE)), frame_r=jnp.asarray(np.stack(fr)),
+    m2 = model.replace(frame_body=fbody, frame_E=jnp.asarray(np.stack(fE)), frame_r=jnp.asarray(np.stack(fr)),
                        frame_names=tuple(fnames))
     return ClosedModel(m2, tuple(kinds), tuple(fa), tuple(fb), jnp.asarray(np.stack(wR)),
                        jnp.asarray(np.stack(wp)), tuple(phis), tuple(names), tuple(rows))

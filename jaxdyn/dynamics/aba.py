@@ -1,250 +1,203 @@
-"""Articulated-body algorithm (Featherstone 2010 Fig. 9; Featherstone RBDA Table 7.1).
+"""Articulated-body algorithm (Featherstone 2008, Table 7.1; Featherstone 2010, Fig. 9).
 
-``aba`` = pass 1 (velocities, bias terms), pass 2 (articulated inertias IA, pA; U, D, u),
-pass 3 (accelerations).  Pass 2 is split so that its tau-independent part (``aba_factor``)
-can be reused for many right-hand sides (``minv``).
+``aba`` = pass 1 (velocities v, velocity-product accelerations c, bias forces pA), pass 2
+(articulated inertias IA and joint-space pivots U, D: :func:`aba_factor`, independent of tau),
+pass 2b (bias forces pa and u) and pass 3 (accelerations): :func:`aba_solve`.  The split lets
+one factorization serve many right-hand sides (M^-1, the derivative rule).
 
-Singular articulated inertia: D_i = S_i^T IA_i S_i is factored by Cholesky; if it is not
-positive definite (e.g. a massless leaf body on a joint) its inverse is NaN (Cholesky of a
-non-PD matrix returns NaN in JAX, and a zero 1x1 pivot is mapped to NaN explicitly).  The NaN
-reaches every ancestor's articulated inertia, hence the accelerations of the whole tree that
-contains body i (all bodies under the same root joint): qdd is NaN on exactly those dofs.
-Dofs of other trees stay exact (e.g. the legs of a fixed-base romeo.urdf, whose massless
-finger tips make the arms NaN: 43 of 55 dofs); with a floating base there is one tree and
-every dof is NaN.  Padded dof slots get a unit pivot and zero acceleration.  The closed
-form of one state (:mod:`jaxdyn.dynamics.closed_form`) keeps the rule: one Cholesky
-factorization per tree, NaN on the dofs of a tree whose M block is not positive definite.
+Every step is written once, component-first (:mod:`jaxdyn.spatial.linalg`), for one state and
+for a batch-last chunk of states (:mod:`jaxdyn.batching`, which passes a fusion barrier as
+``keep``).  Steps handle one body of a known joint type (:mod:`jaxdyn.tree`), so S, U, D have
+exactly that joint's nv columns.
+
+Singular articulated inertia: D_i = S_i^T IA_i S_i + armature is inverted by an unrolled
+Cholesky factorization that gives NaN where D_i is not positive definite (e.g. a massless leaf
+body on a joint).  The NaN reaches every ancestor's articulated inertia, hence the
+accelerations of the whole tree that contains body i (all bodies under the same root joint):
+qdd is NaN on exactly those dofs, and exact on the dofs of other trees.
 """
 from __future__ import annotations
-
-from functools import lru_cache, partial
 
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import lax
-import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
-from .._typing import BodyWrenches, Configuration, Gravity, Tangent
 from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
-from ..model.model import Model, check_state
-from ..tree import backward_sweep, forward_sweep
-from .batch_aba import aba_batch, aba_lanes, aba_one_state
-from . import closed_form
-from .rnea import rnea_core
-from .aba_steps import acceleration_step, bias_step, inertia_step, velocity_step
-from .common import (batched_like, body_inertia_matrices, dof_mask, external_forces, gravity_acceleration,
-                     per_body, pivot_addend, scatter_dofs, vmap_axes)
-from ..compiled import cpu_jit, exact_products, exact_rule, for_cpu_options, tracing_for
+from ..model.model import Model
+from ..spatial.linalg import eye_like, mm, mv, tr
+from ..tree import PerRun, backward_sweep, forward_sweep, per_run, same
+from .common import body_inertia_matrices, external_forces, gravity_acceleration, spd_inverse_components
+from .rnea import rnea_passes
+
+
+def velocity_step(v_p, x, keep=same):
+    """Pass 1: v = Xup v_parent + S qd;  c = v x (S qd);  pA = v x* (I v) - f_ext.
+    x = (E, r, S, qd (nv,), I (6, 6), f_ext (6,)).  Returns (v, (c, pA))."""
+    E, r, S, qd, I6, fx = x
+    vJ = mv(S, qd)
+    v = keep(sp.apply_motion(sp.Transform(E, r), v_p) + vJ)
+    return v, (sp.cross_motion(v, vJ), sp.cross_force(v, keep(mv(I6, v))) - fx)
+
+
+def inertia_step(IA, x, keep=same):
+    """Pass 2: U = IA S;  D = S^T U + armature;  Ia = IA - U D^-1 U^T;  the parent receives
+    Xup^T Ia Xup.  x = (E, r, S, armature (nv,)).  Returns (Xup^T Ia Xup, (U, D^-1, U D^-1, Ia))."""
+    E, r, S, arm = x
+    U = keep(mm(IA, S))
+    D = mm(tr(S), U) + arm[:, None] * eye_like(S.shape[1], U)
+    Dinv = keep(spd_inverse_components(D))
+    UDinv = keep(mm(U, Dinv))
+    Ia = keep(IA - mm(UDinv, tr(U)))
+    X6 = keep(sp.to_matrix(sp.Transform(E, r)))
+    return mm(tr(X6), keep(mm(Ia, X6))), (U, Dinv, UDinv, Ia)
+
+
+def bias_step(pA, x, keep=same):
+    """Pass 2b: u = tau - S^T pA;  pa = pA + Ia c + U D^-1 u;  the parent receives Xup^T pa.
+    x = (E, r, S, U D^-1, Ia, c, tau (nv,)).  Returns (Xup^T pa, u)."""
+    E, r, S, UDinv, Ia, c, tau = x
+    u = keep(tau - mv(tr(S), pA))
+    pa = keep(pA + mv(Ia, c) + mv(UDinv, u))
+    return sp.apply_force_T(sp.Transform(E, r), pa), u
+
+
+def acceleration_step(a_p, x, keep=same):
+    """Pass 3: a' = Xup a_parent + c;  qdd = D^-1 (u - U^T a');  a = a' + S qdd.
+    x = (E, r, S, U, D^-1, u, c).  Returns (a, qdd)."""
+    E, r, S, U, Dinv, u, c = x
+    a1 = keep(sp.apply_motion(sp.Transform(E, r), a_p) + c)
+    qdd = keep(mv(Dinv, u - mv(tr(U), a1)))
+    return a1 + mv(S, qdd), qdd
 
 
 class ABAFactor(NamedTuple):
-    """tau-independent part of ABA: per-body Xup (Transform), Xup6 (6x6), S, U = IA S, D (with
-    armature; unit on padded slots) and its inverse, IA, and the two products every solve
-    reuses: U D^-1 and Ia = IA - U D^-1 U^T (what :func:`aba_steps.inertia_step` returns)."""
+    """The tau-independent part of ABA at q: Xup (E (nb, 3, 3), r (nb, 3)), S, and per body
+    U = IA S, D^-1, U D^-1 and Ia = IA - U D^-1 U^T (:class:`jaxdyn.tree.PerRun`), and the
+    articulated inertias IA (nb, 6, 6)."""
     Xup: sp.Transform
-    X6: jax.Array     # (nb, 6, 6)
-    S: jax.Array      # (nb, 6, k)
-    U: jax.Array      # (nb, 6, k)
-    D: jax.Array      # (nb, k, k)
-    Dinv: jax.Array   # (nb, k, k)
-    IA: jax.Array     # (nb, 6, 6) articulated inertias
-    UDinv: jax.Array  # (nb, 6, k) U D^-1
-    Ia: jax.Array     # (nb, 6, 6) IA - U D^-1 U^T (what the parent receives, in body coordinates)
+    S: PerRun
+    U: PerRun
+    Dinv: PerRun
+    UDinv: PerRun
+    Ia: PerRun
+    IA: jnp.ndarray
 
 
-def aba_factor(model: Model, q) -> ABAFactor:
-    """Articulated inertias and joint-space pivots at configuration q (pass 2's
-    tau-independent part, :func:`jaxdyn.dynamics.aba_steps.inertia_step`)."""
-    Xup, S = joint_transforms(model, q)
-    X6 = jax.vmap(sp.to_matrix)(Xup)
-    IA, (U, D, Dinv, UDinv, Ia) = backward_sweep(inertia_step, model, body_inertia_matrices(model),
-                                                 (Xup.E, Xup.r, S, pivot_addend(model)))
-    return ABAFactor(Xup, X6, S, U, D, Dinv, IA[:-1], UDinv, Ia)
+def aba_factor(model: Model, Xup, S, keep=same) -> ABAFactor:
+    """Articulated inertias and joint-space pivots (pass 2) from the joint transforms."""
+    I6 = body_inertia_matrices(model)
+    I6 = jnp.broadcast_to(I6, I6.shape[:3] + jnp.broadcast_shapes(I6.shape[3:], *(r.shape[2:] for r in Xup.r)))
+    IA, (U, Dinv, UDinv, Ia) = backward_sweep(inertia_step, model, I6,
+                                              (Xup.E, Xup.r, S, per_run(model, model.armature)), keep)
+    return ABAFactor(Xup, S, U, Dinv, UDinv, Ia, IA[:-1])
 
 
-def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0):
-    """Passes 2b and 3 of ABA for given bias terms c, pA (nb, 6), tau (nv,), base accel a0."""
-    taub = per_body(model, tau)
+def velocity_terms(model: Model, Xup, S, qd, fx=None, keep=same):
+    """Pass 1: per body c = v x S qd and pA = v x* I v - f_ext (:class:`jaxdyn.tree.PerRun` s of
+    (n, 6, ...)), body coordinates.  These are Rodriguez and Kreutz's a(k) (2.19) and b(k) - f_ext (2.23);
+    every O(n) method shares them.  ``fx``: [n; f] (nb, 6, ...) in the body frames, or None."""
+    bs = jnp.broadcast_shapes(qd.shape[1:], *(r.shape[2:] for r in Xup.r))
+    v0 = jnp.zeros((6,) + bs, qd.dtype)
+    fx = jnp.zeros((model.nb, 6) + bs, qd.dtype) if fx is None else fx
+    _, ys = forward_sweep(velocity_step, model, v0,
+                          (Xup.E, Xup.r, S, per_run(model, qd), body_inertia_matrices(model), fx), keep)
+    return ys
+
+
+def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0, keep=same):
+    """Passes 2b and 3 on a factorization: bias terms c (nb, 6, ...) or
+    :class:`jaxdyn.tree.PerRun`, pA (nb, 6, ...), tau (nv, ...), base acceleration a0 (6, ...)
+    -> qdd (nv, ...)."""
     E, r = fac.Xup
-    _, u = backward_sweep(bias_step, model, pA, (E, r, fac.S, fac.UDinv, fac.Ia, c, taub))
-    _, qddb = forward_sweep(acceleration_step, model, a0, (E, r, fac.S, fac.U, fac.Dinv, u, c))
-    return scatter_dofs(model, qddb * dof_mask(model)) + model.v_pad * tau
+    _, u = backward_sweep(bias_step, model, pA,
+                          (E, r, fac.S, fac.UDinv, fac.Ia, c, per_run(model, tau)), keep)
+    _, qdd = forward_sweep(acceleration_step, model, a0,
+                           (E, r, fac.S, fac.U, fac.Dinv, u, c), keep)
+    return qdd.dofs() if model.nv else jnp.zeros_like(tau)
 
 
-@cpu_jit(static_argnames=('f_ext_frame',))
-def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWrenches | None = None,
-        gravity: Gravity | None = None, f_ext_frame="local") -> Tangent:
-    """Forward dynamics qdd = M^-1 (tau - h + J^T f_ext) by the articulated-body algorithm.
-
-    Args as :func:`jaxdyn.rnea`.  Returns qdd (nv,).  Joint damping is not applied here (as in
-    Pinocchio's ``aba``); :func:`jaxdyn.forward_dynamics` applies it.
-
-    Derivatives (``jax.jvp``, ``jax.grad``, ``jax.jacfwd``, ...) use an implicit rule instead
-    of differentiating the three passes: since RNEA(q, qd, ABA(q, qd, tau)) = tau,
-
-        d qdd = M^-1 (d tau - d RNEA(q, qd, qdd)|_{qdd fixed})
-
-    (the form of Carpentier & Mansard 2018, Sec. IV), where the RNEA differential is taken
-    with respect to q, qd, f_ext, gravity and the model's parameters, and M^-1 is applied by
-    the same ABA factorization (no velocity, no gravity).  Both are O(n) per direction, so a
-    jvp or a vjp costs about one RNEA jvp/vjp plus one ABA solve.
-    :func:`aba_unwrapped` is the same function without the rule (autodiff through the scans).
-
-    One f64 state of a model whose topology is known while tracing runs in closed form,
-    qdd = M^-1 (tau - h) with M and h from ancestry products and one Cholesky solve per tree
-    (:func:`jaxdyn.dynamics.closed_form.aba_closed_form`: a fixed number of operations
-    instead of three sweeps of nb steps, the short single call; as close to Pinocchio's
-    ``aba`` as Pinocchio's own ``crba`` and a Cholesky solve).  Otherwise (f32, whose solve
-    would lose cond(M) eps, or a ``jaxdyn.stack`` member) one state runs the batch-last
-    kernel's three sweeps without the batch axis (:func:`jaxdyn.dynamics.batch_aba.aba_one_state`:
-    a floating root outside the scan, pass 2 in one sweep).  Both give NaN on exactly the
-    dofs of a tree with a singular pivot (module docstring).
-    ``jax.vmap(aba)`` over states of one model runs :func:`jaxdyn.aba_batch`'s batch-last
-    kernels on one device (a ``custom_vmap`` rule: your program decides the devices, e.g. by
-    ``shard_map``).  An eager ``jax.vmap(aba)`` compiles with ``jaxdyn.CPU_OPTIONS``; for its
-    full speed on CPU inside your own function, compile that with ``jaxdyn.jit``.
-    """
-    check_state(model, q=q, qd=qd, tau=tau)
-    return _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame)
+def articulated_step(acc, x, keep=same):
+    """Pass 2 and 2b of one body together (what :func:`aba_passes` runs): ``acc`` = (IA, pA),
+    x = (E, r, S, armature, c, tau).  Returns ((Xup^T Ia Xup, Xup^T pa), (U, D^-1, u))."""
+    IA, pA = acc
+    E, r, S, arm, c, tau = x
+    IAp, (U, Dinv, UDinv, Ia) = inertia_step(IA, (E, r, S, arm), keep)
+    pAp, u = bias_step(pA, (E, r, S, UDinv, Ia, c, tau), keep)
+    return (IAp, pAp), (U, Dinv, u)
 
 
-def aba_unwrapped(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
-    """:func:`aba` without its derivative rule, by the per-state passes (:func:`aba_factor`,
-    :func:`velocity_terms`, :func:`aba_solve`): autodiff differentiates them (the reference
-    the rule is tested against).  Its products, as jaxdyn's entry points', at
-    :data:`jaxdyn.compiled.MATMUL_PRECISION`."""
-    check_state(model, q=q, qd=qd, tau=tau)
-    with exact_products():
-        return _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)[0]
+def aba_passes(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local", keep=same):
+    """qdd (nv, ...) of one state or a batch-last chunk (every argument with the same number
+    of trailing batch axes); f_ext (nb, 6, ...) Pinocchio order [force; moment], in
+    ``f_ext_frame`` ("local": each body's frame, "world").  Passes 2 and 2b run in one sweep
+    (:func:`articulated_step`)."""
+    Xup, S = joint_transforms(model, q, keep)
+    fx = None
+    if f_ext is not None:
+        X0 = world_transforms(model, Xup) if f_ext_frame == "world" else None
+        fx = external_forces(model, f_ext, f_ext_frame, X0)
+    c, pA = velocity_terms(model, Xup, S, qd, fx, keep)
+    a0 = gravity_acceleration(model, gravity)
+    a0 = jnp.broadcast_to(a0, (6,) + jnp.broadcast_shapes(a0.shape[1:], q.shape[1:], *(r.shape[2:] for r in Xup.r)))
+    I6 = body_inertia_matrices(model)
+    I6 = jnp.broadcast_to(I6, I6.shape[:3] + a0.shape[1:])
+    _, (U, Dinv, u) = backward_sweep(articulated_step, model, (I6, pA.bodies()),
+                                     (Xup.E, Xup.r, S, per_run(model, model.armature), c, per_run(model, tau)), keep)
+    _, qdd = forward_sweep(acceleration_step, model, a0,
+                           (Xup.E, Xup.r, S, U, Dinv, u, c), keep)
+    return qdd.dofs()
 
 
-def _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame):
-    """(qdd, the ABA factorization) of one state."""
-    fac = aba_factor(model, q)
-    c, pA = velocity_terms(model, fac.Xup, fac.S, qd, f_ext, f_ext_frame)
-    return aba_solve(model, fac, c, pA, tau, gravity_acceleration(model, gravity)), fac
+def minv_apply(model: Model, q, fac: ABAFactor, b):
+    """M(q)^-1 b (nv,) by passes 2b and 3 on the factorization ``fac`` (no velocity, no
+    gravity), as a ``lax.custom_linear_solve`` with M symmetric: its transpose is the same
+    solve (not the transpose of the scans), and its derivative with respect to q goes through
+    the O(n) product M x = RNEA(q, 0, x) without gravity."""
+    zb, z6 = jnp.zeros((model.nb, 6), b.dtype), jnp.zeros(6, b.dtype)
+
+    def matvec(x):
+        return rnea_passes(model, q, jnp.zeros_like(x), x, gravity=jnp.zeros(3, b.dtype))[0]
+
+    return lax.custom_linear_solve(matvec, b, lambda _, y: aba_solve(model, fac, zb, zb, y, z6), symmetric=True)
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(6,))
-def _aba_implicit(model, q, qd, tau, f_ext, gravity, f_ext_frame):
-    return _batchable(f_ext_frame, for_cpu_options())(model, q, qd, tau, f_ext, gravity)
+def aba_jvp(f_ext_frame, primals, tangents):
+    """The derivative of qdd = ABA(model, q, qd, tau, f_ext, gravity) without differentiating
+    the passes (Carpentier and Mansard 2018, Sec. IV): since RNEA(q, qd, ABA(q, qd, tau)) = tau,
 
+        d qdd = M^-1 (d tau - d RNEA(q, qd, qdd)|_{qdd fixed}),
 
-@lru_cache(maxsize=None)
-def _batchable(f_ext_frame, cpu_options):
-    """ABA of one state (:func:`jaxdyn.dynamics.closed_form.aba_closed_form` where
-    :func:`jaxdyn.dynamics.closed_form.applies`, else :func:`jaxdyn.dynamics.batch_aba.aba_one_state`:
-    the batch-last kernels' sweeps without the batch axis) whose ``vmap`` over states
-    of one model runs :func:`jaxdyn.aba_batch` instead of batching every 6x6 product (a
-    ``custom_vmap`` rule), and over a batched model (``jaxdyn.stack``) runs
-    :func:`jaxdyn.dynamics.batch_aba.aba_lanes` (a model per lane).  Batched gravity and
-    world-frame f_ext keep the plain vmap.  Differentiation never reaches this function (the
-    custom_jvp rule of :func:`aba`).  ``cpu_options``: :func:`jaxdyn.compiled.for_cpu_options`
-    where the call is traced, which the rule traces for (JAX runs it later, outside that call)."""
-
-    @jax.custom_batching.custom_vmap
-    def one(model, q, qd, tau, f_ext, gravity):
-        fx = None
-        if f_ext is not None:
-            X0 = world_transforms(model, joint_transforms(model, q)[0]) if f_ext_frame == "world" else None
-            fx = external_forces(model, f_ext, f_ext_frame, X0)
-        if closed_form.applies(model, jnp.result_type(q, qd, tau)):
-            return closed_form.aba_closed_form(model, q, qd, tau, fx, gravity)
-        return aba_one_state(model, q, qd, tau, fx, gravity)
-
-    @one.def_vmap
-    @exact_rule
-    def rule(axis_size, in_batched, model, q, qd, tau, f_ext, gravity):
-        leaves = jax.tree_util.tree_leaves
-        if any(leaves(in_batched[5])) or (f_ext is not None and f_ext_frame != "local"):
-            fn = lambda *a: _aba_passes(*a, f_ext_frame)[0]
-            return jax.vmap(fn, in_axes=tuple(vmap_axes(in_batched)))(model, q, qd, tau, f_ext, gravity), True
-        full = lambda x, b: batched_like(x, b, axis_size)
-        q, qd, tau = (full(x, b) for x, b in zip((q, qd, tau), in_batched[1:4]))
-        with tracing_for(cpu_options):
-            if any(leaves(in_batched[0])):      # models too (a stack): one model per lane
-                model = jax.tree_util.tree_map(full, model, in_batched[0])
-                fx = None
-                if f_ext is not None:
-                    fx = full(f_ext, in_batched[4])
-                    fx = jnp.concatenate([fx[..., 3:], fx[..., :3]], -1)   # [force; moment] -> [n; f]
-                return aba_lanes(model, q, qd, tau, fx, gravity), True
-            fx = None if f_ext is None else full(f_ext, in_batched[4])
-            return aba_batch(model, q, qd, tau, f_ext=fx, gravity=gravity, devices=1), True
-
-    return one
-
-
-def _aba_implicit_jvp(f_ext_frame, primals, tangents):
-    """d qdd = M^-1 (d tau - d RNEA|_{qdd fixed}) (see :func:`aba`).  Arguments whose tangent
-    is a symbolic zero (typically the model) are left out of the RNEA differential."""
+    the RNEA differential taken with respect to q, qd, f_ext, gravity and the model's
+    parameters (those whose tangent is not a symbolic zero), and M^-1 applied by the same ABA
+    factorization (:func:`minv_apply`).  Both are O(n) per direction."""
     model, q, qd, tau, f_ext, gravity = primals
-    qdd, fac = _aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)
-    const = [all(isinstance(t, SymbolicZero) for t in jax.tree_util.tree_leaves(
-        d, is_leaf=lambda x: isinstance(x, SymbolicZero))) for d in tangents]
-    moving = [i for i in (0, 1, 2, 4, 5) if not const[i]]
+    qdd = aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)
+    fac = aba_factor(model, *joint_transforms(model, q))
+    zero = lambda d: all(isinstance(t, SymbolicZero) for t in jax.tree_util.tree_leaves(
+        d, is_leaf=lambda x: isinstance(x, SymbolicZero)))
+    moving = [i for i in (0, 1, 2, 4, 5) if not zero(tangents[i])]
 
     def inverse_dynamics(*xs):
         a = list(primals)
         for i, x in zip(moving, xs):
             a[i] = x
         m, q, qd, _, f, g = a
-        tau_b, _ = rnea_core(m, q, qd, qdd, f, g, f_ext_frame)
-        return scatter_dofs(m, tau_b) + m.armature * (1.0 - m.v_pad) * qdd
+        return rnea_passes(m, q, qd, qdd, f, g, f_ext_frame)[0]
 
-    rhs = jnp.zeros_like(qdd) if const[3] else tangents[3]
+    rhs = jnp.zeros_like(qdd) if zero(tangents[3]) else tangents[3]
     if moving:
         inst = lambda t: jax.tree_util.tree_map(_instantiate, t, is_leaf=lambda x: isinstance(x, SymbolicZero))
-        _, drnea = jax.jvp(inverse_dynamics, tuple(primals[i] for i in moving),
-                           tuple(inst(tangents[i]) for i in moving))
+        _, drnea = jax.jvp(inverse_dynamics, tuple(primals[i] for i in moving), tuple(inst(tangents[i]) for i in moving))
         rhs = rhs - drnea
     return qdd, minv_apply(model, q, fac, rhs)
 
 
-def minv_apply(model: Model, q, fac: ABAFactor, b):
-    """M(q)^-1 b (nv,) by ABA's passes 2b-3 on the factorization ``fac`` (no velocity, no
-    gravity), as a ``lax.custom_linear_solve`` with M symmetric: its transpose is the same
-    solve (not the transpose of the scans), and its derivative with respect to q goes through
-    the O(n) product M x = RNEA(q, 0, x) without gravity."""
-    dt = b.dtype
-    zb, z6 = jnp.zeros((model.nb, 6), dt), jnp.zeros(6, dt)
-
-    def matvec(x):
-        tau_b, _ = rnea_core(model, q, jnp.zeros_like(x), x, gravity=jnp.zeros(3, dt))
-        return scatter_dofs(model, tau_b) + model.armature * (1.0 - model.v_pad) * x + model.v_pad * x
-
-    return lax.custom_linear_solve(matvec, b, lambda _, y: aba_solve(model, fac, zb, zb, y, z6), symmetric=True)
-
-
 def _instantiate(t):
-    """A SymbolicZero tangent as an array of zeros (float0 for integer primals)."""
+    """A SymbolicZero tangent as an array of zeros."""
     if not isinstance(t, SymbolicZero):
         return t
-    if t.aval.dtype == jax.dtypes.float0:
-        return np.zeros(t.aval.shape, jax.dtypes.float0)
     return jnp.zeros(t.aval.shape, t.aval.dtype)
-
-
-_aba_implicit.defjvp(exact_rule(_aba_implicit_jvp), symbolic_zeros=True)
-
-
-def velocity_terms(model: Model, Xup, S, qd, f_ext=None, f_ext_frame="local"):
-    """Pass 1 of ABA: per-body velocity-product acceleration c_i = v_i x S_i qd_i and bias force
-    pA_i = v_i x* I_i v_i - f_ext_i, both (nb, 6) in body coordinates (angular-first).
-
-    These are Rodriguez-Kreutz's a(k) (2.19) and b(k) - f_ext (2.23) and Yamane-Nakamura's
-    velocity terms; every O(n) method shares them.
-    """
-    dt = Xup.r.dtype
-    fx = jnp.zeros((model.nb, 6), dt)
-    if f_ext is not None:
-        X0 = world_transforms(model, Xup) if f_ext_frame == "world" else None
-        fx = external_forces(model, f_ext, f_ext_frame, X0)
-    I6 = body_inertia_matrices(model)
-    _, (c, pA) = forward_sweep(velocity_step, model, jnp.zeros(6, dt),
-                               (Xup.E, Xup.r, S, per_body(model, qd), I6, fx))
-    return c, pA

@@ -27,39 +27,35 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial as sp
-from ..kinematics import ancestors, joint_transforms, root_transforms
-from ..model.model import Model, array_module, tree_arrays
+from ..kinematics import joint_transforms, root_transforms
+from ..kinematics.bodies import bodies, dof_columns
+from ..model.model import Model
 from ..spatial.linalg import mv, tr
-from ..tree import parent_slots
-from .aba_steps import same
-from .batch import chunk_joint_transforms
-from .tree_inverse import branches, matmul, spd_inverse, tree_spd_inverse
-from .common import body_inertia_matrices, dof_ancestry, dof_owner, gravity_acceleration
+from ..tree import same
+from .tree_inverse import branches, matmul, tree_spd_inverse
+from .common import body_inertia_matrices, gravity_acceleration
 
 
 class Topology(NamedTuple):
-    """Constant 0/1 matrices of a model: ``anc`` (nb, nb), anc[i, j] = 1 when body j is i or
-    an ancestor of i; ``A`` (nb, nv), A[i, k] = 1 when dof k moves body i; ``pair``,
+    """Constant 0/1 matrices of a model (numpy): ``anc`` (nb, nb), anc[i, j] = 1 when body j
+    is i or an ancestor of i; ``A`` (nb, nv), A[i, k] = 1 when dof k moves body i; ``pair``,
     ``same`` (nv, nv): dof k's body is dof c's body or above it, resp. the same body;
-    ``body``, ``col`` (nv,): each dof's body (nb for padded dofs) and column of S."""
-    anc: jax.Array
-    A: jax.Array
-    pair: jax.Array
-    same: jax.Array
-    body: jax.Array
-    col: jax.Array
+    ``body`` (nv,): each dof's body; ``parent`` (nb,): each body's parent (the world: nb)."""
+    anc: np.ndarray
+    A: np.ndarray
+    pair: np.ndarray
+    same: np.ndarray
+    body: np.ndarray
+    parent: np.ndarray
 
 
 def topology(model: Model) -> Topology:
-    """:class:`Topology` of ``model``: constants of the compiled program when the topology
-    is static (:func:`jaxdyn.model.model.tree_arrays`), else computed from the traced arrays."""
-    nb = model.nb
-    anc = ancestors(model)
-    body, col = dof_owner(model)
-    xp = array_module(anc)
-    A = xp.concatenate([anc[:-1], xp.zeros((nb, 1), anc.dtype)], 1)[:, body]
-    pair, same = dof_ancestry(model, anc, body)
-    return Topology(anc[:-1], A, pair, same, body, col)
+    """:class:`Topology` of ``model`` (constants of the compiled program)."""
+    t = model.topology
+    anc, body = t.ancestors, t.dof_body
+    pair = anc[body][:, body]
+    same_body = (body[:, None] == body[None, :]).astype(anc.dtype)
+    return Topology(anc, anc[:, body], pair, same_body, body, np.where(model.parent < 0, model.nb, model.parent))
 
 
 def _over(M, x, axis):
@@ -121,49 +117,38 @@ class Kinematics(NamedTuple):
     Xr: sp.Transform
 
 
-def root_frame_terms(model: Model, topo: Topology, E, r, S, keep=same):
+def root_frame_terms(model: Model, topo: Topology, Xup, S, keep=same):
     """Every body's transform from its tree's root frame Xr (E (3, 3, nb, ...), r (3, nb, ...)),
     every dof's motion subspace column J (6, nv, ...) and every body's 6x6 inertia I
-    (6, 6, nb, ...), the last two in that root frame, from the joint transforms E, r, S
-    (batch axis last, as :func:`kinematics`)."""
+    (6, 6, nb, ...), the last two in that root frame, from the joint transforms Xup and S
+    (:func:`jaxdyn.kinematics.joint_transforms`)."""
     nb = model.nb
-    batch = (1,) * (E.ndim - 3)
     cf = lambda x, n: jnp.moveaxis(x, 0, n)                             # bodies after n components
-    Xr = root_transforms(model, sp.Transform(E, r), keep)
-    Er, rr = keep((Xr.E[:-1], Xr.r[:-1]))
+    X = root_transforms(model, Xup)
+    J = keep(jnp.moveaxis(dof_columns(model, X, S), 0, 1))             # (6, nv, ...)
+    Er, rr = keep((X.E[:-1], X.r[:-1]))
     Xr = sp.Transform(cf(Er, 2), cf(rr, 1))                             # (3, 3, nb, ...), (3, nb, ...)
-    Xd = sp.Transform(_gather(Xr.E, topo.body, 2, nb), _gather(Xr.r, topo.body, 1, nb))
-    Sd = cf(_gather(S, topo.body, 0, nb)[jnp.arange(model.nv), :, topo.col], 1)
-    J = keep(sp.apply_motion_inv(Xd, Sd))                               # (6, nv, ...)
-    I6 = jnp.moveaxis(body_inertia_matrices(model).astype(E.dtype), 0, 2).reshape((6, 6, nb) + batch)
-    I = keep(sp.congruence(Xr, I6 + jnp.zeros_like(Xr.r[:1, None]), keep))   # X^T I X: root frame
+    I6 = jnp.moveaxis(body_inertia_matrices(model).astype(Er.dtype), 0, 2)
+    I6 = jnp.broadcast_to(I6, I6.shape[:3] + jnp.broadcast_shapes(I6.shape[3:], Xr.r.shape[2:]))
+    I = keep(sp.congruence(Xr, I6))                                     # X^T I X: root frame
     return Xr, J, I
 
 
-def crba_terms(model: Model, E, r, S, keep=same, topo=None):
-    """M (nv, nv, ...) by the composite-rigid-body algorithm in root frames: IC = subtree sums
-    of I (a product with the ancestry matrix), M_ck = J_c^T IC_d J_k (:func:`mass_matrix`)."""
-    topo = topology(model) if topo is None else topo
-    _, J, I = root_frame_terms(model, topo, E, r, S, keep)
-    IC = keep(_over(topo.anc.T, I, 2))
-    ICd = keep(_gather(IC, topo.body, 2, model.nb))
-    return mass_matrix(model, topo, keep(mv(ICd, J)), J, keep)
-
-
-def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=same) -> Kinematics:
-    """:class:`Kinematics` from the joint transforms E (nb, 3, 3, ...), r (nb, 3, ...), S
-    (nb, 6, k, ...) (:func:`jaxdyn.kinematics.joint_transforms`, batch axis last) and qd
-    (nv, ...).  Velocities and accelerations are sums over the dofs that move a body,
+def kinematics(model: Model, topo: Topology, Xup, S, qd, gravity=None, keep=same) -> Kinematics:
+    """:class:`Kinematics` from the joint transforms Xup, S
+    (:func:`jaxdyn.kinematics.joint_transforms`, batch axis last) and qd (nv, ...).  Velocities and accelerations are sums over the dofs that move a body,
     v_i = sum_k A_ik J_k qd_k and a_i = g_i + sum_k A_ik (J_k qdd_k + (v_k x J_k) qd_k) with
     v_k the velocity of dof k's body (J_k is fixed in that body, so dJ_k/dt = v_k x J_k).
     ``keep`` is applied to intermediate products (as in :mod:`jaxdyn.dynamics.aba_steps`)."""
     nb = model.nb
+    E, r = bodies(Xup)
     batch = (1,) * (E.ndim - 3)
-    a0 = gravity_acceleration(model, gravity).reshape((6, 1) + batch)
+    a0 = gravity_acceleration(model, gravity)
+    a0 = a0.reshape((6, 1) + a0.shape[1:] + (1,) * (len(batch) - (a0.ndim - 1)))
     cf = lambda x, n: jnp.moveaxis(x, 0, n)                             # bodies after n components
-    Xr, J, I = root_frame_terms(model, topo, E, r, S, keep)
+    Xr, J, I = root_frame_terms(model, topo, Xup, S, keep)
     v = keep(_over(topo.A, J * qd[None], 1))                            # (6, nb, ...)
-    vb, vp = keep((_gather(v, topo.body, 1, nb), _gather(_gather(v, parent_slots(model), 1, nb), topo.body, 1, nb)))
+    vb, vp = keep((_gather(v, topo.body, 1, nb), _gather(_gather(v, topo.parent, 1, nb), topo.body, 1, nb)))
     root = (model.parent < 0).reshape((nb,) + batch)
     g = jnp.where(root, sp.apply_motion(sp.Transform(cf(E, 2), cf(r, 1)), a0), 0.0)
     abias = keep(_from_roots(model, topo, g) + _over(topo.A, keep(sp.cross_motion(vb, J) * qd[None]), 1))
@@ -175,12 +160,8 @@ def kinematics(model: Model, topo: Topology, E, r, S, qd, gravity=None, keep=sam
 
 def _from_roots(model: Model, topo: Topology, g):
     """sum_c anc[i, c] g_c (6, nb, ...) for g (6, nb, ...) nonzero on root bodies only: g of
-    each body's root, a gather when the topology is static (a product with the ancestry
-    matrix otherwise)."""
-    parent, _ = tree_arrays(model)
-    if not isinstance(topo.anc, np.ndarray) or not isinstance(parent, np.ndarray) or model.nb == 0:
-        return _over(topo.anc, g, 1)
-    return jnp.take(g, np.argmax(topo.anc * (parent < 0)[None], 1), axis=1)
+    each body's root (a gather with constant indices)."""
+    return jnp.take(g, model.topology.roots, axis=1)
 
 
 def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, fx=None):
@@ -217,7 +198,9 @@ def mass_matrix(model: Model, topo: Topology, W, J, keep=same):
     """M (nv, nv, ...) from W_c = IC_c J_c (6, nv, ...): M_ck = W_c . J_k for c at or below k."""
     Mb = keep(_pair(W, J))
     low = Mb * _mask(topo.pair - topo.same, Mb)
-    return low + tr(low) + Mb * _mask(topo.same, Mb) + _mask(jnp.diag(model.armature), Mb)
+    arm = model.armature
+    arm = jnp.eye(arm.shape[0], dtype=Mb.dtype).reshape(arm.shape[:1] * 2 + (1,) * (Mb.ndim - 2)) * arm[None]
+    return low + tr(low) + Mb * _mask(topo.same, Mb) + arm
 
 
 def dof_inertias(model: Model, topo: Topology, kin: Kinematics, keep=same):
@@ -231,7 +214,7 @@ def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, ICW, keep=same
     ``ICW`` = :func:`dof_inertias`."""
     nb = model.nb
     root = (model.parent < 0).reshape((nb,) + (1,) * (a.ndim - 2))
-    ap = keep(_gather(jnp.where(root, kin.g, _gather(a, parent_slots(model), 1, nb)), topo.body, 1, nb))
+    ap = keep(_gather(jnp.where(root, kin.g, _gather(a, topo.parent, 1, nb)), topo.body, 1, nb))
     J, u = kin.J, kin.u
     dAq = keep(sp.cross_motion(ap, J) + sp.cross_motion(kin.vp, u))
     dAv = keep(sp.cross_motion(kin.vb, J) + u)
@@ -250,30 +233,26 @@ def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, ICW, keep=same
 
 
 def inverse_mass_matrix(topo: Topology, M, keep=same):
-    """M^-1 (nv, nv, ...): nested Schur complements over the tree's branches
-    (:func:`jaxdyn.dynamics.tree_inverse.tree_spd_inverse`) when the topology is static,
-    else Gauss-Jordan sweeps on all of M (:func:`spd_inverse`; e.g. a stack's lanes)."""
-    if isinstance(topo.pair, np.ndarray):
-        return tree_spd_inverse(M, branches(topo.pair, topo.same), keep)
-    return keep(spd_inverse(M))
+    """M^-1 (nv, nv, ...) by nested Schur complements over the tree's branches
+    (:func:`jaxdyn.dynamics.tree_inverse.tree_spd_inverse`)."""
+    return tree_spd_inverse(M, branches(topo.pair, topo.same), keep)
 
 
-def rnea_derivatives_terms(model: Model, E, r, S, qd, qdd, gravity=None, keep=same, topo=None):
-    """(dtau_dq, dtau_dqd, M) (nv, nv, ...) at joint transforms E, r, S (batch-last).
-    ``topo``: the model's :func:`topology` if already computed (e.g. once for all chunks)."""
-    topo = topology(model) if topo is None else topo
-    kin = kinematics(model, topo, E, r, S, qd, gravity, keep)
+def rnea_derivatives_terms(model: Model, q, qd, qdd, gravity=None, keep=same):
+    """(dtau_dq, dtau_dqd, M) (nv, nv, ...) of one state or a batch-last chunk."""
+    topo = topology(model)
+    kin = kinematics(model, topo, *joint_transforms(model, q, keep), qd, gravity, keep)
     a, F, _ = joint_forces(model, topo, kin, qdd, keep)
     ICW = dof_inertias(model, topo, kin, keep)
     return assemble(model, topo, kin, a, F, ICW, keep) + (mass_matrix(model, topo, ICW[1], kin.J, keep),)
 
 
-def aba_derivatives_terms(model: Model, E, r, S, qd, tau, gravity=None, keep=same, topo=None):
-    """(dqdd_dq, dqdd_dqd, Minv) (nv, nv, ...): qdd = M^-1 (tau - h), with h the joint forces
-    at qdd = 0 and M from the same terms (M^-1: :func:`inverse_mass_matrix`); then -M^-1 (d tau / d q,
-    d tau / d qd)."""
-    topo = topology(model) if topo is None else topo
-    kin = kinematics(model, topo, E, r, S, qd, gravity, keep)
+def aba_derivatives_terms(model: Model, q, qd, tau, gravity=None, keep=same):
+    """(dqdd_dq, dqdd_dqd, Minv) (nv, nv, ...) of one state or a batch-last chunk: qdd =
+    M^-1 (tau - h), with h the joint forces at qdd = 0 and M from the same terms (M^-1:
+    :func:`inverse_mass_matrix`); then -M^-1 (d tau / d q, d tau / d qd)."""
+    topo = topology(model)
+    kin = kinematics(model, topo, *joint_transforms(model, q, keep), qd, gravity, keep)
     _, _, h = joint_forces(model, topo, kin, None, keep)
     ICW = dof_inertias(model, topo, kin, keep)
     M = mass_matrix(model, topo, ICW[1], kin.J, keep)
@@ -284,13 +263,3 @@ def aba_derivatives_terms(model: Model, E, r, S, qd, tau, gravity=None, keep=sam
     a, F, _ = joint_forces(model, topo, kin, qdd, keep)
     dq, dv = assemble(model, topo, kin, a, F, ICW, keep)
     return -matmul(Mi, dq), -matmul(Mi, dv), Mi
-
-
-def state_transforms(model: Model, q):
-    """Joint transforms of one state q (nq,) or a chunk (C, nq), batch axis last:
-    E (nb, 3, 3, ...), r (nb, 3, ...), S (nb, 6, k, ...)."""
-    if q.ndim == 1:
-        X, S = joint_transforms(model, q)
-        return X.E, X.r, S
-    return chunk_joint_transforms(model, q)
-

@@ -10,18 +10,16 @@ from .. import spatial as sp
 from ..kinematics import body_velocities, joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from .common import body_inertias
-from ..compiled import cpu_jit
 
 
-@cpu_jit
+@jax.jit
 def kinetic_energy(model: Model, q: Configuration, qd: Tangent):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 qd . armature qd."""
     check_state(model, q=q, qd=qd)
     v, _, _, _ = body_velocities(model, q, qd)
     I = body_inertias(model)
     Iv = jax.vmap(sp.inertia.apply)(I, v[:-1])
-    rotor = model.armature * (1.0 - model.v_pad)  # padded dofs carry no energy
-    return 0.5 * jnp.sum(v[:-1] * Iv) + 0.5 * jnp.sum(rotor * qd**2)
+    return 0.5 * jnp.sum(v[:-1] * Iv) + 0.5 * jnp.sum(model.armature * qd**2)
 
 
 def _world_coms(model, q):
@@ -31,7 +29,7 @@ def _world_coms(model, q):
     return jnp.einsum("nij,nj->ni", R, model.com) + X0.r[:-1], X0
 
 
-@cpu_jit
+@jax.jit
 def potential_energy(model: Model, q: Configuration):
     """V = -sum_i m_i g . c_i (world COMs), zero at the world origin (Pinocchio's convention)."""
     check_state(model, q=q)
@@ -44,14 +42,14 @@ def total_mass(model: Model):
     return jnp.sum(model.mass)
 
 
-@cpu_jit
+@jax.jit
 def center_of_mass(model: Model, q):
     """World position of the system's center of mass (3,)."""
     c, _ = _world_coms(model, q)
     return jnp.sum(model.mass[:, None] * c, 0) / jnp.sum(model.mass)
 
 
-@cpu_jit
+@jax.jit
 def spatial_momentum(model: Model, q, qd):
     """Total spatial momentum in world coordinates about the world origin, [linear; angular]."""
     check_state(model, q=q, qd=qd)
@@ -64,7 +62,7 @@ def spatial_momentum(model: Model, q, qd):
     return jnp.concatenate([h0[3:], h0[:3]])
 
 
-@cpu_jit
+@jax.jit
 def centroidal_momentum(model: Model, q, qd):
     """Spatial momentum about the center of mass, world axes, [linear; angular] (Pinocchio hg)."""
     h = spatial_momentum(model, q, qd)

@@ -1,45 +1,39 @@
-"""The forward-dynamics front door: one name, many methods, identical answers."""
+"""Forward dynamics by CRBA and Cholesky (Featherstone 2008, Sec. 6.2): qdd = M^-1 (tau - h),
+with one Cholesky factorization per tree of the model (M is block diagonal over trees), so a
+tree whose block of M is singular gets NaN on its own dofs only, as with ABA."""
 from __future__ import annotations
 
-
+import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .._typing import BodyWrenches, Configuration, Gravity, Tangent
-from ..model.model import Model, check_state
-from .aba import aba
-from . import closed_form
-from .crba import crba
-from .registry import FD_METHODS as _METHODS, methods, register_method
-from .rnea import rnea
-from ..compiled import cpu_jit
-
-@register_method("aba")
-def _fd_aba(model, q, qd, tau, f_ext=None, gravity=None):
-    return aba(model, q, qd, tau, f_ext=f_ext, gravity=gravity)
+from ..model.model import Model
+from .crba import crba_passes
+from .rnea import rnea_passes
 
 
-@register_method("crba")
-def _fd_crba(model, q, qd, tau, f_ext=None, gravity=None):
-    """CRBA + Cholesky: qdd = M^-1 (tau - h), h from RNEA with qdd = 0 (O(n^3) reference).
-    One Cholesky factorization per tree when the topology is known while tracing
-    (:func:`jaxdyn.dynamics.closed_form.tree_solve`), so a tree whose M block is singular
-    gets NaN on its own dofs only, as with ABA; else (a ``jaxdyn.stack`` member) one for
-    the whole M."""
-    M = crba(model, q)
-    h = rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
-    return closed_form.tree_solve(M, tau - h, closed_form.tree_dof_masks(model))
+def tree_dof_masks(model: Model) -> np.ndarray:
+    """(T, nv) 0/1: row t marks the dofs of the t-th tree that has dofs (a root body and the
+    bodies below it)."""
+    t = model.topology
+    roots = t.roots[t.dof_body]
+    return np.stack([(roots == r).astype(float) for r in np.unique(roots)]) if model.nv else np.zeros((0, 0))
 
 
-@cpu_jit(static_argnames=('method',))
-def forward_dynamics(model: Model, q: Configuration, qd: Tangent, tau: Tangent, method="aba",
-                     f_ext: BodyWrenches | None = None, gravity: Gravity | None = None) -> Tangent:
-    """Joint accelerations qdd (nv,) under torques tau, with the model's joint damping.
+def tree_solve(M, b, masks):
+    """x = M^-1 b for M (nv, nv) block diagonal over the trees ``masks`` (T, nv): one Cholesky
+    factorization per tree; a block that is not positive definite gives NaN on its dofs."""
+    cho_solve = jax.scipy.linalg.cho_solve
+    if masks.shape[0] == 1:
+        return cho_solve((jnp.linalg.cholesky(M), True), b)
+    inside = masks[:, :, None] * masks[:, None, :] > 0
+    Mt = jnp.where(inside, M[None], 0.0) + np.eye(M.shape[0])[None] * (1.0 - masks)[:, None, :]   # (T, nv, nv)
+    x = cho_solve((jnp.linalg.cholesky(Mt), True), jnp.where(masks > 0, b[None], 0.0)[..., None])[..., 0]
+    return jnp.where(masks > 0, x, 0.0).sum(0)
 
-    ``tau_eff = tau - damping * qd``.  ``method`` picks the algorithm (see :func:`methods`);
-    every method returns the same numbers to round-off.
-    """
-    check_state(model, q=q, qd=qd, tau=tau)
-    if method not in _METHODS:
-        raise ValueError(f"unknown forward-dynamics method {method!r}; available: {methods()}")
-    tau_eff = tau - model.damping * qd
-    return _METHODS[method](model, q, qd, tau_eff, f_ext=f_ext, gravity=gravity)
+
+def crba_forward_dynamics(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+    """qdd (nv,) = M^-1 (tau - h) of one state: M by CRBA, h by RNEA at qdd = 0."""
+    M = crba_passes(model, q)
+    h = rnea_passes(model, q, qd, jnp.zeros_like(qd), f_ext, gravity, f_ext_frame)[0]
+    return tree_solve(M, tau - h, tree_dof_masks(model))

@@ -40,12 +40,10 @@ import jax.numpy as jnp
 
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
-from .aba import aba_factor, velocity_terms
-from .common import (body_inertia_matrices, dof_blocks, dof_mask, gravity_acceleration, per_body,
-                     scatter_dofs)
+from .common import body_inertia_matrices, gravity_acceleration
 from .registry import register_method, register_minv
-from .rnea import rnea
-from ..compiled import cpu_jit
+from .rnea import rnea_passes
+from .slots import bias_terms, dof_blocks, dof_mask, per_body, scatter_dofs, slot_factor
 
 
 class InnovationsFactors(NamedTuple):
@@ -63,10 +61,10 @@ class InnovationsFactors(NamedTuple):
     phi: jax.Array
     psi: jax.Array
     X6: jax.Array   # Xup as a 6x6 motion transform (phi = X6^T)
-    Xup: object     # Xup as a Transform (for the velocity sweep)
+    joints: tuple   # the joint transforms (for the velocity terms)
 
 
-@cpu_jit
+@jax.jit
 def innovations_factors(model: Model, q) -> InnovationsFactors:
     """The spatial Kalman filter (4.4)-(4.7) at configuration q: P, D, L and psi per body.
 
@@ -79,25 +77,25 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
 
 def factors_unchecked(model, q):
     """:func:`factors` without the state check (for callers that validated q already)."""
-    fac = aba_factor(model, q)
+    fac = slot_factor(model, q)
     G = fac.U @ fac.Dinv                                     # P H^T D^-1
     phi = jnp.swapaxes(fac.X6, -1, -2)
     L = phi @ G
     eye = jnp.eye(6, dtype=G.dtype)
     psi = phi @ (eye[None] - G @ jnp.swapaxes(fac.S, -1, -2))
-    return InnovationsFactors(fac.IA, fac.D, fac.Dinv, G, L, fac.S, phi, psi, fac.X6, fac.Xup)
+    return InnovationsFactors(fac.IA, fac.D, fac.Dinv, G, L, fac.S, phi, psi, fac.X6, fac.joints)
 
 
 # -- the two halves of M^-1 = (1 - H Psi L)^T D^-1 (1 - H Psi L) -------------------------------
 
-def _filter_step(zhat, x):
+def _filter_step(zhat, x, keep=None):
     """(4.20): eps_k = T_k - H_k zhat_k; nu_k = D^-1 eps_k; parent gets psi zhat + L T."""
     S, Dinv, psi, L, T = x
     eps = T - S.T @ zhat
     return psi @ zhat + L @ T, Dinv @ eps
 
 
-def _smooth_step(lam_p, x):
+def _smooth_step(lam_p, x, keep=None):
     """(4.22): thdd_k = nu_k - L^T lam_p;  lam_k = psi^T lam_p + H^T nu_k."""
     S, psi, L, nu = x
     return psi.T @ lam_p + S @ nu, nu - L.T @ lam_p
@@ -108,31 +106,31 @@ def _filter(model, F, Tb, zhat0=None):
     per-body spatial forces zhat0 (nb, 6) entering the filter state (FD3/FD4 bias terms)."""
     init = jnp.zeros((model.nb, 6), F.P.dtype) if zhat0 is None else zhat0
     _, nu = backward_sweep(_filter_step, model, init, (F.S, F.Dinv, F.psi, F.L, Tb))
-    return nu
+    return nu.bodies()
 
 
 def _smooth(model, F, nu):
     """Anticausal sweep thdd = (1 - H Psi L)^T nu; also returns lambda (nb, 6) (= psi^T H^T nu)."""
     lam, thdd = forward_sweep(_smooth_step, model, jnp.zeros(6, F.P.dtype), (F.S, F.psi, F.L, nu))
-    return thdd, lam[:-1]
+    return thdd.bodies(), lam[:-1]
 
 
 def _per_body_masked(model, x):
     return per_body(model, x) * dof_mask(model)
 
 
-def _out(model, thdd_b, tau_pad):
-    return scatter_dofs(model, thdd_b * dof_mask(model)) + model.v_pad * tau_pad
+def _out(model, thdd_b):
+    return scatter_dofs(model, thdd_b * dof_mask(model))
 
 
 def minv_solve(model: Model, F: InnovationsFactors, T):
     """M^-1 T by the innovations inverse (4.16) in two O(n) sweeps.  T (nv,) -> (nv,)."""
     nu = _filter(model, F, _per_body_masked(model, T))
     thdd, _ = _smooth(model, F, nu)
-    return _out(model, thdd, T)
+    return _out(model, thdd)
 
 
-@cpu_jit
+@jax.jit
 def minv_operator(model: Model, q):
     """M(q)^-1 (nv, nv) as (1 - H Psi L)^T D^-1 (1 - H Psi L), one O(n) solve per column."""
     check_state(model, q=q)
@@ -147,7 +145,7 @@ register_minv("operator")(minv_operator)      # minv(model, q, method="operator"
 
 # -- dense operators (for tests and teaching; O(n^2) memory) ----------------------------------
 
-@cpu_jit
+@jax.jit
 def innovations_operators(model: Model, q):
     """Dense (1 + H Phi L), D and (1 - H Psi L), each (nv, nv).
 
@@ -162,11 +160,11 @@ def innovations_operators(model: Model, q):
     def Kinv_col(y):                    # eps = (1 - H Psi L) y  via (4.15)
         yb = _per_body_masked(model, y)
 
-        def step(zhat, x):
+        def step(zhat, x, keep=None):
             S, psi, L, yk = x
             return psi @ zhat + L @ yk, yk - S.T @ zhat
         _, eps = backward_sweep(step, model, jnp.zeros((model.nb, 6), dt), (F.S, F.psi, F.L, yb))
-        return _out(model, eps, y)
+        return _out(model, eps.bodies())
 
     Kinv = jax.vmap(Kinv_col)(eye).T
     return unit_upper_factor(model, F.S, F.phi, F.L), dof_blocks(model, F.D), Kinv
@@ -181,28 +179,28 @@ def unit_upper_factor(model: Model, S, phi, L):
     def col(e):
         eb = _per_body_masked(model, e)
 
-        def step(zhat, x):
+        def step(zhat, x, keep=None):
             Sk, phik, Lk, ek = x
             return phik @ zhat + Lk @ ek, Sk.T @ zhat + ek
         _, y = backward_sweep(step, model, jnp.zeros((model.nb, 6), dt), (S, phi, L, eb))
-        return _out(model, y, e)
+        return _out(model, y.bodies())
 
     return jax.vmap(col)(jnp.eye(model.nv, dtype=dt)).T
 
 
 # -- forward dynamics FD1 .. FD4 -----------------------------------------------------------------
 
-def _bias_terms(model, F, qd, f_ext, gravity):
+def _bias_terms(model, F, qd, f_ext, gravity, f_ext_frame="local"):
     """Velocity terms a(k) (with the gravity pseudo-acceleration on root bodies, (3.21)) and
     b(k) - f_ext(k), per body."""
-    a, b = velocity_terms(model, F.Xup, F.S, qd, f_ext)
+    a, b = bias_terms(model, F.joints, qd, f_ext, f_ext_frame)
     a0 = gravity_acceleration(model, gravity)
     root = (model.parent < 0)[:, None]
     ag = jax.vmap(lambda X: X @ a0)(F.X6)
     return a + jnp.where(root, ag, 0.0), b
 
 
-def _zeta_step(z_p, x):
+def _zeta_step(z_p, x, keep=None):
     """zeta(k) = phi^T(k+1, k) zeta(k+1) + a(k)."""
     X6, ak = x
     z = X6 @ z_p + ak
@@ -216,17 +214,15 @@ def _zeta(model, F, a):
 
 
 @register_method("operator_fd1")
-@cpu_jit
-def operator_fd1(model: Model, q, qd, tau, f_ext=None, gravity=None):
+def operator_fd1(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """FD1 (4.17)-(4.22), a 4-sweep algorithm: bias-free torques T' = T - RNEA(qdd = 0)
     (2 sweeps), then the innovations inverse (4.18) as causal filter + anticausal smoother."""
-    check_state(model, q=q, qd=qd, tau=tau)
-    Tp = tau - rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
+    Tp = tau - rnea_passes(model, q, qd, jnp.zeros_like(qd), f_ext, gravity, f_ext_frame)[0]
     F = factors_unchecked(model, q)
     return minv_solve(model, F, Tp)
 
 
-@cpu_jit
+@jax.jit
 def operator_fd2(model: Model, q, qd, tau, f_ext=None, gravity=None):
     """FD2 (5.5)-(5.7) with the smoother (4.21b)-(4.23): joint accelerations and the link
     spatial accelerations alpha = lambda + zeta.
@@ -237,45 +233,46 @@ def operator_fd2(model: Model, q, qd, tau, f_ext=None, gravity=None):
     acceleration alpha(0) of any frame is a frame transform of one row.
     """
     check_state(model, q=q, qd=qd, tau=tau)
-    Tp = tau - rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
+    Tp = tau - rnea_passes(model, q, qd, jnp.zeros_like(qd), f_ext, gravity)[0]
     F = factors_unchecked(model, q)
     nu = _filter(model, F, _per_body_masked(model, Tp))
     thdd, lam = _smooth(model, F, nu)
     a, _ = _bias_terms(model, F, qd, f_ext, jnp.zeros(3, F.P.dtype))
     alpha = lam + _zeta(model, F, a)
-    return _out(model, thdd, Tp), jnp.concatenate([alpha[:, 3:], alpha[:, :3]], 1)
+    return _out(model, thdd), jnp.concatenate([alpha[:, 3:], alpha[:, :3]], 1)
 
 
 @register_method("operator_fd2")
-def _fd2(model, q, qd, tau, f_ext=None, gravity=None):
-    return operator_fd2(model, q, qd, tau, f_ext=f_ext, gravity=gravity)[0]
+def _fd2(model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+    Tp = tau - rnea_passes(model, q, qd, jnp.zeros_like(qd), f_ext, gravity, f_ext_frame)[0]
+    F = factors_unchecked(model, q)
+    thdd, _ = _smooth(model, F, _filter(model, F, _per_body_masked(model, Tp)))
+    return _out(model, thdd)
 
 
 @register_method("operator_fd3")
-@cpu_jit
-def operator_fd3(model: Model, q, qd, tau, f_ext=None, gravity=None):
+def operator_fd3(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """FD3 (5.8)-(5.10), a 3-sweep algorithm:
     zeta = phi^T a (anticausal); eps = T - H psi [S L T + M zeta + b + B f(0)] (causal);
     thdd = (1 - H Psi L)^T D^-1 eps (anticausal)."""
-    check_state(model, q=q, qd=qd, tau=tau)
     F = factors_unchecked(model, q)
-    a, b = _bias_terms(model, F, qd, f_ext, gravity)
+    a, b = _bias_terms(model, F, qd, f_ext, gravity, f_ext_frame)
     Mzeta = jnp.einsum("kij,kj->ki", body_inertia_matrices(model), _zeta(model, F, a))
     Tb = _per_body_masked(model, tau)
     # the causal sweep of (5.9) is the filter (4.20) with M zeta + b injected at every link
     nu = _filter(model, F, Tb, Mzeta + b)
     thdd, _ = _smooth(model, F, nu)
-    return _out(model, thdd, tau)
+    return _out(model, thdd)
 
 
-def _fd4_causal_step(z, x):
+def _fd4_causal_step(z, x, keep=None):
     """(5.16): eps_k = T_k - H z_k; parent gets psi (z_k + P a_k) + L T_k."""
     S, Dinv, psi, L, P, T, ak = x
     eps = T - S.T @ z
     return psi @ (z + P @ ak) + L @ T, Dinv @ eps
 
 
-def _fd4_anticausal_step(lam_p, x):
+def _fd4_anticausal_step(lam_p, x, keep=None):
     """(5.17): lam_k = psi^T lam_p + H^T nu + (1 - G H)^T a_k;  thdd = nu - L^T lam_p - G^T a_k."""
     S, psi, L, G, nu, ak = x
     eye = jnp.eye(6, dtype=ak.dtype)
@@ -284,21 +281,17 @@ def _fd4_anticausal_step(lam_p, x):
 
 
 @register_method("operator_fd4")
-@cpu_jit
-def operator_fd4(model: Model, q, qd, tau, f_ext=None, gravity=None):
+def operator_fd4(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """FD4 (5.13)-(5.17), the 3-sweep algorithm without a separate bias-acceleration sweep:
     V (and a, b) anticausally, then the causal filter (5.16) and the anticausal (5.17)."""
-    check_state(model, q=q, qd=qd, tau=tau)
     F = factors_unchecked(model, q)
-    a, b = _bias_terms(model, F, qd, f_ext, gravity)
+    a, b = _bias_terms(model, F, qd, f_ext, gravity, f_ext_frame)
     Tb = _per_body_masked(model, tau)
     _, nu = backward_sweep(_fd4_causal_step, model, b, (F.S, F.Dinv, F.psi, F.L, F.P, Tb, a))
     _, thdd = forward_sweep(_fd4_anticausal_step, model, jnp.zeros(6, F.P.dtype),
-                            (F.S, F.psi, F.L, F.G, nu, a))
-    return _out(model, thdd, tau)
+                            (F.S, F.psi, F.L, F.G, nu.bodies(), a))
+    thdd = thdd.bodies()
+    return _out(model, thdd)
 
 
-@register_method("operator")
-def _fd_operator(model, q, qd, tau, f_ext=None, gravity=None):
-    """Alias of FD1 (Rodriguez and Kreutz's (1988) main algorithm)."""
-    return operator_fd1(model, q, qd, tau, f_ext=f_ext, gravity=gravity)
+register_method("operator")(operator_fd1)       # Rodriguez and Kreutz's (1988) main algorithm

@@ -19,31 +19,33 @@ frame, in the chosen ``reference``.  Cost O(n m) for m frames plus O(m^2) 6x6 pr
 from __future__ import annotations
 
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import spatial as sp
-from ..kinematics import change_reference, frame_X0, frame_index, to_pin_order, ancestors, world_transforms
+from ..kinematics import change_reference, frame_X0, frame_index, to_pin_order, world_transforms
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .common import pd_inverse
 from .operator import factors_unchecked
-from ..compiled import cpu_jit
 
 
-def _lambda_step(Lam_p, x):
+def _lambda_step(Lam_p, x, keep=None):
     """(6.10b): Lambda(k) = psi^T(p, k) Lambda(p) psi(p, k) + H^T D^-1 H (frame k, motion x force)."""
     psi, S, Dinv = x
     Lam = psi.T @ Lam_p @ psi + S @ Dinv @ S.T
     return Lam, None
 
 
-@cpu_jit(static_argnames=('reference',))
+@partial(jax.jit, static_argnames=('reference',))
 def _opspace_inv(model, q, fids, reference):
     F = factors_unchecked(model, q)
     Lam, _ = forward_sweep(_lambda_step, model, jnp.zeros((6, 6), F.P.dtype), (F.psi, F.S, F.Dinv))
-    X0 = world_transforms(model, F.Xup)
-    anc = jnp.asarray(ancestors(model))          # (nb + 1, nb); row nb (world) is empty
+    X0 = world_transforms(model, F.joints[0])
+    anc = jnp.asarray(np.concatenate([model.topology.ancestors, np.zeros((1, model.nb))]))   # row nb: the world
     nb = model.nb
 
     def frame_data(fid):
@@ -52,7 +54,7 @@ def _opspace_inv(model, q, fids, reference):
         # body motion -> the reported motion, rows [linear; angular] (as frame_jacobian)
         T = to_pin_order(change_reference(body_to_world, Xf, reference))
         init = jnp.zeros((nb, 6, 6), F.P.dtype).at[b].set(T.T)  # force map frame -> body b
-        E, _ = backward_sweep(lambda acc, x: (x @ acc, None), model, init, F.psi)
+        E, _ = backward_sweep(lambda acc, x, keep=None: (x @ acc, None), model, init, F.psi)
         return E[:-1], b
 
     E, bodies = jax.vmap(frame_data)(fids)       # E (m, nb, 6, 6): force map frame -> body k

@@ -1,14 +1,20 @@
 """Method registries: forward-dynamics methods (``forward_dynamics(method=...)``) and M^-1
-methods (``minv(method=...)``).  Algorithm modules register themselves here at import, so the
-front doors never import the algorithms that register (no import cycles)."""
+methods (``minv(method=...)``).  A method is a one-state function; "aba" runs
+:func:`jaxdyn.aba`'s batchable form.  The seed methods register themselves when their
+modules are imported."""
 from __future__ import annotations
 
-FD_METHODS = {}
-MINV_METHODS = {}
+from .forward import crba_forward_dynamics
+from .minv import minv_cholesky
+
+FD_METHODS = {"aba": None, "crba": crba_forward_dynamics}
+"""name -> fn(model, q, qd, tau, f_ext, gravity, f_ext_frame) -> qdd."""
+MINV_METHODS = {"aba": None, "cholesky": minv_cholesky}
+"""name -> fn(model, q) -> M^-1."""
 
 
 def register_method(name):
-    """Decorator: ``fn(model, q, qd, tau, f_ext=None, gravity=None) -> qdd`` as a forward-dynamics method."""
+    """Decorator: a forward-dynamics method ``fn(model, q, qd, tau, f_ext, gravity, f_ext_frame)``."""
     def deco(fn):
         FD_METHODS[name] = fn
         return fn
@@ -21,14 +27,3 @@ def register_minv(name):
         MINV_METHODS[name] = fn
         return fn
     return deco
-
-
-def methods():
-    """Names accepted by ``forward_dynamics(method=...)`` (the algorithm modules register theirs
-    when ``jaxdyn.dynamics`` is imported)."""
-    return tuple(sorted(FD_METHODS))
-
-
-def minv_methods():
-    """Names accepted by ``minv(method=...)``."""
-    return tuple(sorted(MINV_METHODS))

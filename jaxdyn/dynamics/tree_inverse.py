@@ -29,6 +29,7 @@ contract of :func:`jaxdyn.minv`).
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -36,10 +37,23 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..compiled import exact_rule
-from ..spatial.linalg import mm, tr
-from .aba_steps import inverse_pivots, same
-from .common import slice_barrier, spd_inverse_components, take_static
+from ..spatial.linalg import HIGHEST, mm, tr
+from ..tree import same
+from .common import spd_inverse_components
+
+
+def take_static(x, idx):
+    """x[idx] along axis 0 for a numpy index array ``idx``: slices of its contiguous runs,
+    concatenated (a gather where there are many runs)."""
+    flat = np.asarray(idx).reshape(-1)
+    if flat.size == 0:
+        return jnp.zeros((0,) + x.shape[1:], x.dtype).reshape(np.shape(idx) + x.shape[1:])
+    cut = np.flatnonzero(np.diff(flat) != 1) + 1
+    if len(cut) >= 16:
+        return x[idx]
+    parts = [x[int(a[0]):int(a[0]) + len(a)] for a in np.split(flat, cut)]
+    out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    return out.reshape(np.shape(idx) + x.shape[1:])
 
 
 SMALL_BLOCK = 3
@@ -56,17 +70,27 @@ SWEEP_BLOCK = 2
 """Pivots eliminated per step of :func:`spd_inverse` (one pass over the matrix per step)."""
 
 
-@jax.custom_jvp
-def spd_inverse(M):
+def spd_inverse(M, keep=same):
     """Inverse of SPD matrices M (n, n, ...) (one, or a batch-last stack) by block
     Gauss-Jordan sweeps: n / b steps (b = :data:`SWEEP_BLOCK`), each eliminating a b x b
-    diagonal block K (P = M_KK^-1 by :func:`jaxdyn.dynamics.aba_steps.inverse_pivots`):
+    diagonal block K (P = M_KK^-1 by :func:`jaxdyn.dynamics.common.spd_inverse_components`):
     A <- A - A_:K P A_K:, A_K: <- P A_K:, A_:K <- A_:K P, A_KK <- -P, which leaves -M^-1.
-    Vectorized over the trailing axes; SPD matrices need no pivoting.  For a stack traced for
-    XLA's default emitters the row block A_K: is read behind
-    :func:`jaxdyn.dynamics.common.slice_barrier`.  No LAPACK call (see
-    :func:`jaxdyn.dynamics.common.pd_inverse` for why batched LAPACK kernels are avoided).
+    Vectorized over the trailing axes; SPD matrices need no pivoting.  ``keep`` (the batching
+    module's fusion barrier) is applied to the row block A_K: each step reads.  No LAPACK
+    call.
     NaN where M is not positive definite."""
+    @jax.custom_jvp
+    def inverse(M):
+        return _sweeps(M, keep)
+
+    @inverse.defjvp
+    def inverse_jvp(primals, tangents):        # d(M^-1) = -M^-1 dM M^-1, not the sweeps' derivative
+        Mi = inverse(primals[0])
+        return Mi, -matmul(Mi, matmul(tangents[0], Mi))
+    return inverse(M)
+
+
+def _sweeps(M, keep):
     n, b = M.shape[0], SWEEP_BLOCK
     m = -(-n // b) * b
     ones = (1,) * (M.ndim - 2)
@@ -75,8 +99,8 @@ def spd_inverse(M):
 
     def sweep(k, A):
         rows = lax.dynamic_slice_in_dim(A, k * b, b, 0)                     # A_K: (b, m, ...)
-        rows = rows if M.ndim == 2 else slice_barrier(rows, k)
-        P = inverse_pivots(lax.dynamic_slice_in_dim(rows, k * b, b, 1))     # (b, b, ...)
+        rows = keep(rows)
+        P = spd_inverse_components(lax.dynamic_slice_in_dim(rows, k * b, b, 1))     # (b, b, ...)
         Prow = mm(P, rows)                                                  # P A_K:
         A = A - sum(rows[a][:, None] * Prow[a][None] for a in range(b))
         Prow = lax.dynamic_update_slice_in_dim(Prow, -P, k * b, 1)          # new rows K, KK block -P
@@ -86,20 +110,13 @@ def spd_inverse(M):
     return -lax.fori_loop(0, m // b, sweep, A0)[:n, :n]
 
 
-@spd_inverse.defjvp
-@exact_rule
-def _spd_inverse_jvp(primals, tangents):
-    """d(M^-1) = -M^-1 dM M^-1 (the sweeps themselves are not differentiated)."""
-    Mi = spd_inverse(primals[0])
-    return Mi, -matmul(Mi, matmul(tangents[0], Mi))
-
 
 def matmul(A, B):
     """A @ B for (n, n, ...) stacks, as one batched dot (not :func:`jaxdyn.spatial.linalg.mm`,
     whose unrolled sum was slower at these sizes: ``benchmarks/results/design_measurements.md``)."""
     if A.ndim == 2:
-        return A @ B
-    return jnp.moveaxis(jnp.moveaxis(A, -1, 0) @ jnp.moveaxis(B, -1, 0), 0, -1)
+        return jnp.matmul(A, B, precision=HIGHEST)
+    return jnp.moveaxis(jnp.matmul(jnp.moveaxis(A, -1, 0), jnp.moveaxis(B, -1, 0), precision=HIGHEST), 0, -1)
 
 
 class Branch(NamedTuple):
@@ -147,7 +164,7 @@ def _dense_inverse(A, keep):
     """Inverse of one SPD block (n, n, ...)."""
     if A.shape[0] <= SMALL_BLOCK:
         return keep(spd_inverse_components(A))
-    return keep(spd_inverse(A))
+    return keep(spd_inverse(A, keep))
 
 
 def _block_diagonal(blocks, like):

@@ -37,17 +37,17 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import spatial as sp
-from ..kinematics import joint_transforms, motion_subspaces_world, world_transforms, ancestors
+from ..kinematics import joint_transforms, world_transforms
+from ..kinematics.bodies import dof_columns
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
-from .aba import aba_factor
-from .common import dof_blocks, dof_mask, per_body, scatter_dofs
-from .forward import register_method
 from .operator import unit_upper_factor     # Rodriguez and Kreutz's (1988) (1 + H Phi L) is Saha's U
-from .rnea import rnea
-from ..compiled import cpu_jit
+from .registry import register_method
+from .rnea import rnea_passes
+from .slots import dof_blocks, dof_mask, per_body, scatter_dofs, slot_factor
 
 
 class SahaFactors(NamedTuple):
@@ -64,11 +64,11 @@ class SahaFactors(NamedTuple):
 
 def saha_factors(model: Model, q) -> SahaFactors:
     """The RGE recursion (26)-(28) at q (the articulated-inertia sweep of :func:`aba_factor`)."""
-    fac = aba_factor(model, q)
+    fac = slot_factor(model, q)
     return SahaFactors(fac.S, fac.X6, fac.IA, fac.U, fac.D, fac.Dinv, fac.UDinv)
 
 
-def _step_A(eta_children, x):
+def _step_A(eta_children, x, keep=None):
     """(12)-(13): tau-hat_k = phi_k - p_k^T eta_{k,children}; eta_k = psi_k tau-hat_k + eta_{k,ch}."""
     p, B, psi, phi = x
     tau_hat = phi - p.T @ eta_children
@@ -76,7 +76,7 @@ def _step_A(eta_children, x):
     return B.T @ eta, tau_hat
 
 
-def _step_C(mu_p, x):
+def _step_C(mu_p, x, keep=None):
     """(14)-(15): mu_{k,p} = B mu_p; thdd_k = tau-tilde_k - psi_k^T mu_{k,p}; mu_k = p thdd + mu_{k,p}."""
     p, B, psi, tau_tilde = x
     mu_kp = B @ mu_p
@@ -90,9 +90,9 @@ def udut_solve(model: Model, Fs: SahaFactors, phi):
     phib = per_body(model, phi) * mask
     dt = Fs.M_hat.dtype
     _, tau_hat = backward_sweep(_step_A, model, jnp.zeros((model.nb, 6), dt), (Fs.p, Fs.B, Fs.psi, phib))
-    tau_tilde = jnp.einsum("kij,kj->ki", Fs.m_hat_inv, tau_hat)                  # step B
+    tau_tilde = jnp.einsum("kij,kj->ki", Fs.m_hat_inv, tau_hat.bodies())       # step B
     _, thdd = forward_sweep(_step_C, model, jnp.zeros(6, dt), (Fs.p, Fs.B, Fs.psi, tau_tilde))
-    return scatter_dofs(model, thdd * mask) + model.v_pad * phi
+    return scatter_dofs(model, thdd.bodies() * mask)
 
 
 def udut_forward(model: Model, q, phi):
@@ -101,15 +101,13 @@ def udut_forward(model: Model, q, phi):
 
 
 @register_method("udut")
-@cpu_jit
-def udut_fd(model: Model, q, qd, tau, f_ext=None, gravity=None):
+def udut_fd(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """``forward_dynamics(method="udut")``: phi from RNEA at thdd = 0, then steps A, B, C."""
-    check_state(model, q=q, qd=qd, tau=tau)
-    phi = tau - rnea(model, q, qd, jnp.zeros_like(qd), f_ext=f_ext, gravity=gravity)
+    phi = tau - rnea_passes(model, q, qd, jnp.zeros_like(qd), f_ext, gravity, f_ext_frame)[0]
     return udut_forward(model, q, phi)
 
 
-@cpu_jit
+@jax.jit
 def udut(model: Model, q):
     """Dense factors (U, D), each (nv, nv), with I(q) = U D U^T (armature included in D).
 
@@ -123,7 +121,7 @@ def udut(model: Model, q):
     return U, dof_blocks(model, Fs.m_hat)
 
 
-@cpu_jit
+@jax.jit
 def udut_inverse(model: Model, q):
     """The explicit inverse I^-1 = U^-T D^-1 U^-1 (Saha [21]), (nv, nv).
 
@@ -160,16 +158,17 @@ def _denoc_blocks(model: Model, q):
     and the mass centres c (nb, 3), all in world coordinates."""
     Xup, S = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
-    nb, nv, dt = model.nb, model.nv, Xup.r.dtype
+    nb, dt = model.nb, q.dtype
     R = jnp.swapaxes(X0.E[:-1], -1, -2)                         # body -> world rotation
     c = X0.r[:-1] + jnp.einsum("kij,kj->ki", R, model.com)      # mass centres (world)
-    S0 = motion_subspaces_world(model, X0, S) * dof_mask(model)[:, None, :]   # at world origin
+    J0 = dof_columns(model, X0, S)                              # (nv, 6) at the world origin
     # p_i: joint motion as [omega; v_Ci] (velocity of the mass centre): v_C = v_O + omega x c
-    p = jnp.concatenate([S0[:, :3], S0[:, 3:] + jnp.cross(S0[:, :3], c[:, :, None], axis=1)], 1)
-    anc = ancestors(model)[:-1]                                 # anc[i, j]: j is i or an ancestor
+    cd = c[model.topology.dof_body]
+    p = jnp.concatenate([J0[:, :3], J0[:, 3:] + jnp.cross(J0[:, :3], cd)], 1)          # (nv, 6)
+    anc = model.topology.ancestors                              # anc[i, j]: j is i or an ancestor
     B = jax.vmap(lambda ci: jax.vmap(lambda cj: _Bmat(cj - ci))(c))(c) * anc[:, :, None, None]
-    P = jnp.zeros((nb, 6, nv + 1), dt).at[jnp.arange(nb)[:, None], :, model.vidx].add(
-        jnp.swapaxes(p, 1, 2))[..., :-1]
+    own = (model.topology.dof_body[None, :] == np.arange(nb)[:, None]).astype(dt)      # (nb, nv)
+    P = own[:, None, :] * p.T[None]                                                    # (nb, 6, nv)
     Ic = 0.5 * (model.inertia + jnp.swapaxes(model.inertia, -1, -2))   # symmetric part, as mcI
     Ib = R @ Ic @ jnp.swapaxes(R, -1, -2)
     Z = jnp.zeros((nb, 3, 3), dt)
@@ -178,7 +177,7 @@ def _denoc_blocks(model: Model, q):
     return B, P, Mi, c
 
 
-@cpu_jit
+@jax.jit
 def denoc(model: Model, q) -> DeNOC:
     """The DeNOC matrices of Eqs. (2)-(5), generalised to trees (B_ij for j an ancestor of i)."""
     check_state(model, q=q)
@@ -189,22 +188,23 @@ def denoc(model: Model, q) -> DeNOC:
     return DeNOC(N_l, P.reshape(6 * nb, model.nv), M, c)
 
 
-@cpu_jit
+@jax.jit
 def gim_denoc(model: Model, q):
     """The GIM from Eq. (6): i_ij = p_i^T M~_i B_ij p_j (j an ancestor of i, or i), with the
     composite-body inertias M~_i = M_i + sum_children B_ci^T M~_c B_ci accumulated leaves to
     root.  Armature added on the diagonal.  (nv, nv)."""
     check_state(model, q=q)
     B, P, Mi, c = _denoc_blocks(model, q)
-    cpar = jnp.where((model.parent >= 0)[:, None], c[jnp.maximum(model.parent, 0)], c)
+    cpar = jnp.where((model.parent >= 0)[:, None], c[np.maximum(model.parent, 0)], c)
 
-    def step(Mt, x):
+    def step(Mt, x, keep=None):
         ci, cp = x
         Bip = _Bmat(cp - ci)                  # B_{i, parent}: t_i = B t_parent + p_i thd_i
         return Bip.T @ Mt @ Bip, Mt
     _, Mtil = backward_sweep(step, model, Mi, (c, cpar))
     eye = jnp.eye(model.nb, dtype=P.dtype)
     # (6): block (i, j) = p_i^T M~_i B_ij p_j, j a strict ancestor of i (lower part) or j = i
+    Mtil = Mtil.bodies()
     low = jnp.einsum("iak,iab,ijbc,ij,jcl->kl", P, Mtil, B, 1.0 - eye, P)
     dia = jnp.einsum("iak,iab,ibl->kl", P, Mtil, P)
     Mfull = low + low.T + dia

@@ -51,6 +51,8 @@ child frame, rows [force; moment] -- the same quantity as RNEA's joint forces
 """
 from __future__ import annotations
 
+from functools import partial
+
 
 import jax
 import jax.numpy as jnp
@@ -59,11 +61,10 @@ from .. import spatial as sp
 from ..model.model import Model, check_state
 from ..tree import backward_sweep_with_parent, forward_sweep_with_siblings, sum_over_children
 from ..kinematics import joint_transforms
-from .aba import velocity_terms
-from .common import (body_inertia_matrices, dof_mask, gravity_acceleration, pd_inverse, per_body,
-                     scatter_dofs)
-from .forward import register_method
-from ..compiled import cpu_jit
+from ..kinematics.bodies import bodies
+from .common import body_inertia_matrices, gravity_acceleration, pd_inverse
+from .registry import register_method
+from .slots import bias_terms, dof_mask, padded, per_body, scatter_dofs
 
 
 def actuation_maps(model: Model, S):
@@ -72,7 +73,7 @@ def actuation_maps(model: Model, S):
     return jax.vmap(lambda Si, padi: jnp.linalg.solve(Si.T @ Si + jnp.diag(padi), Si.T).T)(S, pad)
 
 
-def _path1_step(acc, acc_p, x):
+def _path1_step(acc, acc_p, x, keep=None):
     """Add joint c (child c, parent p) -- Eqs. (40)-(41) in inverse-free form.
 
     Mt = (P Psi_c P)^+ = IA - U D^-1 U^T is the subtree's inertia seen through the
@@ -98,7 +99,7 @@ def _path1_step(acc, acc_p, x):
     return (X6.T @ Mt @ X6, X6.T @ (N @ g - Mt @ c)), (n_part, Q, U, Dinv, S.T @ g)
 
 
-def _path2_step(parent, sib_p, x):
+def _path2_step(parent, sib_p, x, keep=None):
     """(47): ^N n_c = ^c n_c + M_c X Psi_p F_later, F_later = the final constraint forces on
     link p from its own joint and the siblings visited before c; then the joint acceleration
     from link c's equation with its final constraint force (S^T lambda = 0) and (13):
@@ -111,7 +112,7 @@ def _path2_step(parent, sib_p, x):
     return (lam, a1 + S @ qdd), -X6.T @ lam, (lam, qdd)
 
 
-@cpu_jit(static_argnames=('f_ext_frame',))
+@partial(jax.jit, static_argnames=('f_ext_frame',))
 def virtual_work(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """Forward dynamics and joint constraint forces by Yamane-Nakamura's O(N) algorithm.
 
@@ -120,11 +121,16 @@ def virtual_work(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame
     frame j, rows [force; moment].  Joint damping is not applied (the front door does it).
     """
     check_state(model, q=q, qd=qd, tau=tau)
-    Xup, S = joint_transforms(model, q)
+    return _virtual_work(model, q, qd, tau, f_ext, gravity, f_ext_frame)
+
+
+def _virtual_work(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+    joints = joint_transforms(model, q)
+    Xup, S = bodies(joints[0]), padded(model, joints[1])
     X6 = jax.vmap(sp.to_matrix)(Xup)
     Xf = jax.vmap(sp.to_force_matrix)(Xup)                     # X^-T
     dt = X6.dtype
-    c, pA = velocity_terms(model, Xup, S, qd, f_ext, f_ext_frame)
+    c, pA = bias_terms(model, joints, qd, f_ext, f_ext_frame)
     a0 = gravity_acceleration(model, gravity)
     W = actuation_maps(model, S)
     mask = dof_mask(model)
@@ -136,20 +142,19 @@ def virtual_work(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame
     I6 = body_inertia_matrices(model)
     root = model.parent < 0
     a0s = jnp.broadcast_to(a0, (model.nb, 6))
-    _, (n_part, Q, U, Dinv, Stg) = backward_sweep_with_parent(
-        _path1_step, model, (I6, g0), (X6, Xf, S, pad, c, root, a0s))
+    _, ys = backward_sweep_with_parent(_path1_step, model, (I6, g0), (X6, Xf, S, pad, c, root, a0s))
+    n_part, Q, U, Dinv, Stg = (y.bodies() for y in ys)
     _, (lam, qdd_b) = forward_sweep_with_siblings(
         _path2_step, model, (jnp.zeros(6, dt), a0), jnp.zeros((model.nb + 1, 6), dt),
         (X6, S, n_part, Q, U, Dinv, Stg, c))
-    qdd = scatter_dofs(model, qdd_b * mask) + model.v_pad * tau
-    wrench = lam + Wt
-    bad = jnp.any(model.armature * (1.0 - model.v_pad) != 0)   # see module docstring (stack() pads
-    #                                                          dofs with armature 1: those are fine)
+    qdd = scatter_dofs(model, qdd_b.bodies() * mask)
+    wrench = lam.bodies() + Wt
+    bad = jnp.any(model.armature != 0)                          # see the module docstring
     qdd = jnp.where(bad, jnp.nan, qdd)
     wrench = jnp.where(bad, jnp.nan, wrench)
     return qdd, jnp.concatenate([wrench[:, 3:], wrench[:, :3]], 1)
 
 
 @register_method("virtual_work")
-def _fd_virtual_work(model, q, qd, tau, f_ext=None, gravity=None):
-    return virtual_work(model, q, qd, tau, f_ext=f_ext, gravity=gravity)[0]
+def _fd_virtual_work(model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+    return _virtual_work(model, q, qd, tau, f_ext, gravity, f_ext_frame)[0]

@@ -28,7 +28,6 @@ import numpy as np
 from jax import lax
 
 from ..model.configuration import integrate
-from ..tree import scan_carry
 from .rk4 import rk4
 
 _AB_V = np.array([-9.0, 37.0, -59.0, 55.0]) / 24        # oldest first: a_{n-3} .. a_n
@@ -52,7 +51,7 @@ def abm_init(model, dyn_for, t, q, qd, dt):
         return x, x
 
     ks = jnp.arange(3)
-    _, (qs, vs) = lax.scan(start_step, scan_carry(start_step, (q, qd), ks), ks)
+    _, (qs, vs) = lax.scan(start_step, (q, qd), ks)
     qs, vs = jnp.concatenate([q[None], qs]), jnp.concatenate([qd[None], vs])
     hist = jax.vmap(lambda i, q, qd: dyn_for(i)(t + i.astype(qd.dtype) * dt, q, qd))(jnp.arange(4), qs, vs)
     return [(qs[i], vs[i]) for i in range(1, 4)], hist, (qs, vs)
@@ -86,5 +85,5 @@ def abm4(model, dyn, t, q, qd, dt, hist):
         return acc.at[4].set(a), (qi, vi)
 
     acc = jnp.concatenate([hist, jnp.zeros_like(hist[:1])])
-    acc, (qs, vs) = lax.scan(evaluate, scan_carry(evaluate, acc, W), W)
+    acc, (qs, vs) = lax.scan(evaluate, acc, W)
     return qs[1], vs[1], acc[1:]

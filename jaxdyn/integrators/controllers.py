@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ..dynamics.rnea import rnea
+from ..batching import rnea
 from ..errors import ShapeError
 
 

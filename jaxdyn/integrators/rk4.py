@@ -12,7 +12,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..model.configuration import integrate
-from ..tree import scan_carry
 from .common import stage_state
 
 _C = (0.0, 0.5, 0.5, 1.0)     # stage times c_i (fractions of dt)
@@ -32,5 +31,5 @@ def rk4(model, dyn, t, q, qd, dt):
 
     z = jnp.zeros_like(qd)
     cb = (jnp.asarray(_C, dtype), jnp.asarray(_B, dtype))
-    (_, _, sv, sa), _ = lax.scan(stage, scan_carry(stage, (qd, z, z, z), cb), cb)
+    (_, _, sv, sa), _ = lax.scan(stage, (qd, z, z, z), cb)
     return integrate(model, q, sv / 6, dt), qd + dt * (sa / 6)

@@ -25,7 +25,6 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..model.configuration import integrate
-from ..tree import scan_carry
 from .common import stage_state
 
 # Fehlberg's coefficients
@@ -79,7 +78,7 @@ def rkf45_step(model, dyn, t, q, qd, h):
 
     z = jnp.zeros((n,) + qd.shape, dtype)
     xs = (jnp.arange(n), jnp.asarray(_C, dtype), A)
-    (Kv, Ka), _ = lax.scan(stage, scan_carry(stage, (z, z), xs), xs)
+    (Kv, Ka), _ = lax.scan(stage, (z, z), xs)
     b5, d = jnp.asarray(_B5, dtype), jnp.asarray(_B5, dtype) - jnp.asarray(_B4, dtype)
     return integrate(model, q, b5 @ Kv, h), qd + h * (b5 @ Ka), h * (d @ Kv), h * (d @ Ka)
 

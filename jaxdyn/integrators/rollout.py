@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -12,10 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..compiled import cpu_jit
-from ..dynamics.forward import forward_dynamics
+from ..batching import forward_dynamics
 from ..errors import ArgumentError
-from ..tree import varying_like
 from .controllers import HeldLaw, controls
 from .steppers import STEPPERS, StepOptions
 
@@ -90,37 +89,34 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       model's float type where that is wider (an f32 state of an f64 model runs in f64).
       ``vmap`` over q0 / qd0 / controls / stacked models works as usual.
 
-    Compilation: without a controller function (None, a torque array, a constant vector) the
-    whole rollout is one compiled program per model structure, ``steps`` and options, which
-    later calls with new states, torques, dt or t0 reuse.  With a controller function (or a
-    :class:`HeldLaw`) it is traced on every call, because the function may read Python state
-    that changed since the last one; to reuse its program, wrap your own loop in ``jax.jit``.
+    Compilation: the rollout is one compiled program per model structure, ``steps``, options
+    and controller *function*: later calls with new states, torques, dt or t0 reuse it.  A
+    controller is a pytree argument of that program: a plain function is a static part of it
+    (the same function object reuses the program; a new lambda on every call compiles every
+    time), and a ``jax.tree_util.Partial(law, gains)`` or a :class:`HeldLaw` carries its
+    parameters as data, so new gains reuse the program.
     """
     if stepper not in STEPPERS:
         raise ArgumentError(f"unknown stepper {stepper!r}; choose from {tuple(STEPPERS)}")
     steps = _check_steps(steps)
     dt = _check_dt(dt)
-    options = (stepper, method, rtol, atol, chunk, stabilization)
-    if not callable(controller_or_torques) and not isinstance(controller_or_torques, HeldLaw) and _hashable(options):
-        return _compiled_rollout(model, q0, qd0, controller_or_torques, dt, t0, steps=steps, options=options)
-    return _rollout(model, q0, qd0, controller_or_torques, dt, steps, *options, t0)
+    if stabilization is not None:
+        stabilization = tuple(float(x) for x in stabilization)
+    options = (stepper, method, float(rtol), float(atol), chunk, stabilization)
+    ctrl = controller_or_torques
+    if isinstance(ctrl, HeldLaw):
+        law = ctrl.law if isinstance(ctrl.law, jax.tree_util.Partial) else jax.tree_util.Partial(ctrl.law)
+        ctrl = HeldLaw(ctrl.Z, law)
+    elif callable(ctrl) and not isinstance(ctrl, jax.tree_util.Partial):
+        ctrl = jax.tree_util.Partial(ctrl)
+    return _compiled_rollout(model, q0, qd0, ctrl, dt, t0, steps=steps, options=options)
 
 
-def _hashable(x):
-    try:
-        hash(x)
-    except TypeError:
-        return False
-    return True
-
-
-@cpu_jit(static_argnames=("steps", "options"))
-def _compiled_rollout(model, q0, qd0, torques, dt, t0, steps, options):
-    """:func:`rollout` without a user function in it (zero or held torques): one compiled
-    program per structure, steps and options, reused by later calls.  A rollout under a
-    controller (any Python callable, which may read state that changes between calls) is
-    traced anew on every call instead (:func:`_rollout`)."""
-    return _rollout(model, q0, qd0, torques, dt, steps, *options, t0)
+@partial(jax.jit, static_argnames=("steps", "options"))
+def _compiled_rollout(model, q0, qd0, ctrl, dt, t0, steps, options):
+    """:func:`rollout` once its arguments are checked: one program per structure, steps,
+    options and controller function."""
+    return _rollout(model, q0, qd0, ctrl, dt, steps, *options, t0)
 
 
 def _rollout(model, q0, qd0, controller_or_torques, dt, steps, stepper, method, rtol, atol, chunk,
@@ -168,7 +164,6 @@ def _rollout(model, q0, qd0, controller_or_torques, dt, steps, stepper, method, 
     if head:
         q0, qd0 = head[-1]
     ks = jnp.arange(k0, steps, dtype=jnp.int32)
-    q0, qd0, extra = varying_like((q0, qd0, extra), model, t0, controller_or_torques, closed)
     if chunk:
         n = ks.shape[0]
         if n % chunk:

@@ -1,7 +1,7 @@
 """Kinematics: joint transforms, forward kinematics, frames, Jacobians, accelerations, IK.
 
-* :mod:`.bodies`: every body at once (joint and world transforms, ancestors, body velocities
-  and accelerations, forward kinematics);
+* :mod:`.bodies`: every body at once (joint and world transforms, ancestors, motion subspace
+  columns, body velocities and accelerations, forward kinematics);
 * :mod:`.frames`: named frames (poses, Jacobians, velocities, accelerations, point motion,
   :func:`frame_terms` for several frames from one pass);
 * :mod:`.ik`: inverse kinematics of a frame.
@@ -13,8 +13,7 @@ accelerations and Jacobians use Pinocchio's convention: rows ``[linear; angular]
 """
 from .bodies import (joint_transforms as joint_transforms, world_transforms as world_transforms,
                      root_transforms as root_transforms, forward_kinematics as forward_kinematics,
-                     ancestors as ancestors, motion_subspaces_world as motion_subspaces_world,
-                     body_velocities as body_velocities)
+                     ancestors as ancestors, body_velocities as body_velocities, dof_columns as dof_columns)
 from .frames import (REFERENCES as REFERENCES, frame_index as frame_index, frame_X0 as frame_X0,
                      frame_pose as frame_pose, frame_poses as frame_poses, to_pin_order as to_pin_order,
                      change_reference as change_reference, frame_jacobian as frame_jacobian,

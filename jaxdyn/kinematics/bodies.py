@@ -1,6 +1,10 @@
-"""Body kinematics: joint transforms, world (and root) transforms of every body, the ancestor
-relation, motion subspaces in world coordinates, body velocities and accelerations, forward
-kinematics.  Spatial vectors angular-first (Featherstone), body coordinates unless named."""
+"""Body kinematics: joint transforms, world (and root) transforms of every body, motion
+subspace columns in world coordinates, body velocities and accelerations, forward kinematics.
+Spatial vectors angular-first (Featherstone), body coordinates unless named.
+
+Arrays are body-first then component-first, with optional trailing batch axes (one state:
+E (nb, 3, 3); a batch-last chunk: E (nb, 3, 3, C)), so the same functions serve
+:mod:`jaxdyn.batching`."""
 from __future__ import annotations
 
 import jax
@@ -9,149 +13,123 @@ import numpy as np
 
 from .._typing import Configuration
 from .. import spatial as sp
-from ..model.configuration import gather
-from ..model.joints import in_elementwise_products, jcalc
-from ..model.model import Model, array_module, check_state, tree_arrays
-from ..tree import forward_sweep
-from ..compiled import cpu_jit
+from ..model.joints import jcalc
+from ..model.model import Model, check_state
+from ..tree import PerRun, forward_sweep, same
+
+bodywise = jax.vmap
+"""Map a component-first function over the leading body axis."""
 
 
-def joint_transforms(model: Model, q, bodies=slice(None), types=None, k=None):
-    """Per-body Xup (parent -> body Transform, leading axis nb) and S (nb, 6, k).
-
-    ``bodies`` (a slice), ``types`` and ``k`` (static) restrict the computation to some
-    bodies whose joints are all of the listed types, with k columns of S (defaults: all
-    bodies, ``model.types``, ``model.k``)."""
-    types = model.types if types is None else types
-    k = model.k if k is None else k
-    qj = gather(q, model.qidx[bodies])
-
-    def one(t, axis, pitch, qq, E, r):
-        XJ, S = jcalc(types, k, t, axis, pitch, qq)
-        if in_elementwise_products():    # E_J E_tree as a broadcast-multiply-sum, not a batched dot
-            XJ = sp.Transform(sum(XJ.E[:, j, None] * E[None, j] for j in range(3)), XJ.r)
-            return sp.Transform(XJ.E, r + sum(E[j] * XJ.r[j] for j in range(3))), S
-        return sp.compose(XJ, sp.Transform(E, r)), S
-
-    return jax.vmap(one)(model.jtype[bodies], model.axis[bodies], model.pitch[bodies], qj,
-                         model.Xtree_E[bodies], model.Xtree_r[bodies])
+def joint_transforms(model: Model, q, keep=same):
+    """Xup (parent -> body: a Transform of :class:`jaxdyn.tree.PerRun` s, entry j of E
+    (run.n, 3, 3, ...) and of r (run.n, 3, ...)) and S, the motion subspaces (a PerRun,
+    entry j (run.n, 6, run.nv, ...)), at q (nq, ...).  ``bodies(Xup)`` gives the per-body
+    arrays (nb, 3, 3, ...), (nb, 3, ...).  ``keep``: as in :mod:`jaxdyn.tree`."""
+    Es, rs, Ss = [], [], []
+    for run in model.runs:
+        b = slice(run.start, run.stop)
+        qj = q[run.q0:run.q0 + run.n * run.nq].reshape((run.n, run.nq) + q.shape[1:])
+        EJ, rJ, S = jcalc(run.jtype, model.axis[b], model.pitch[b], qj, keep)
+        X = bodywise(sp.compose)(sp.Transform(EJ, rJ), sp.Transform(model.Xtree_E[b], model.Xtree_r[b]))
+        Es.append(X.E), rs.append(X.r), Ss.append(S)
+    return sp.Transform(PerRun(Es), PerRun(rs)), PerRun(Ss)
 
 
-def _fk_step(X0_parent, Xup):
-    X = sp.compose(Xup, X0_parent)
-    return X, None
+def bodies(X):
+    """A Transform of :class:`jaxdyn.tree.PerRun` s (:func:`joint_transforms`) as per-body
+    arrays E (nb, 3, 3, ...), r (nb, 3, ...); per-body arrays pass through."""
+    if not isinstance(X.E, PerRun):
+        return X
+    if not len(X.E):
+        return sp.Transform(jnp.zeros((0, 3, 3)), jnp.zeros((0, 3)))
+    return sp.Transform(X.E.bodies(), X.r.bodies())
 
 
-def _identity_like(Xup):
-    """The identity transform shaped like one body's entry of Xup (E (3, 3, ...), r (3, ...))."""
-    I = sp.identity(Xup.r.dtype)
-    return sp.Transform(jnp.broadcast_to(I.E.reshape((3, 3) + (1,) * (Xup.E.ndim - 3)), Xup.E.shape[1:]),
-                        jnp.zeros(Xup.r.shape[1:], Xup.r.dtype))
+def _identity_like(r):
+    """Identity E (3, 3, ...) and zero r (3, ...) shaped like one body's r (3, ...)."""
+    eye = jnp.eye(3, dtype=r.dtype).reshape((3, 3) + (1,) * (r.ndim - 1))
+    return jnp.broadcast_to(eye, (3, 3) + r.shape[1:]), jnp.zeros_like(r)
 
 
-def world_transforms(model: Model, Xup, keep=None):
-    """0->body Transforms with leading axis nb + 1 (slot nb = world identity).  Xup: E
-    (nb, 3, 3, ...), r (nb, 3, ...): one state, or batch-last stacks of states of one
-    model, by pointer jumping (:func:`_by_pointer_jumping`); ``keep`` (batch-last: a fusion
-    barrier, see :mod:`jaxdyn.dynamics.batch`) is applied after each of its steps.  Stacks
-    of models with a parent per lane (``jaxdyn.stack`` in the lanes kernels) by a sweep."""
-    if jnp.ndim(model.parent) == 1:
-        return _by_pointer_jumping(model, Xup, keep)
-    X0, _ = forward_sweep(_fk_step, model, _identity_like(Xup), Xup)
-    return X0
-
-
-def root_transforms(model: Model, Xup, keep=None):
-    """body -> its tree's root body frame Transforms, leading axis nb + 1 (slot nb: identity).
-
-    As :func:`world_transforms` with every root joint (parent = -1) taken as the identity:
-    each subtree is expressed in its root body's frame, so no quantity depends on where the
-    robot is in the world (a floating base 1000 km from the origin loses no digits).
-    """
-    root = (model.parent < 0).reshape((-1,) + (1,) * (Xup.E.ndim - 1))
-    I = _identity_like(Xup)
-    Xl = sp.Transform(jnp.where(root, I.E[None], Xup.E), jnp.where(root[:, 0], I.r[None], Xup.r))
-    return world_transforms(model, Xl, keep)
-
-
-def _by_pointer_jumping(model: Model, Xup, keep=None):
-    """:func:`world_transforms` (E (nb, 3, 3, ...), r (nb, 3, ...)) by pointer jumping:
-    every body holds the transform from some ancestor a_i's frame (first its parent's) and
-    takes over a_i's, X_i <- X_i X_(a_i), a_i <- a_(a_i), until every a_i is the world:
-    ceil(log2 depth) steps on all bodies at once (a static topology) or ceil(log2 nb) (a
-    traced one), instead of nb sequential steps, which cost more time than their arithmetic
-    (one state: latency; a batch-last chunk: a few kernels instead of a scan step's per body).
-    ``keep`` after each step (None: none)."""
+def world_transforms(model: Model, Xup, roots_at_identity=False):
+    """0 -> body Transforms (leading axis nb + 1; slot nb: the world's identity) from Xup, by
+    pointer jumping: every body holds the transform from some ancestor a_i's frame (first its
+    parent's) and takes over a_i's, X_i <- X_i X_(a_i), a_i <- a_(a_i), until every a_i is the
+    world: ceil(log2 depth) steps on all bodies at once instead of nb sequential steps.
+    ``roots_at_identity``: each tree's root joint taken as the identity, i.e. the transforms
+    from each tree's root body frame (:func:`root_transforms`)."""
     nb = model.nb
-    parent, _ = tree_arrays(model)
-    xp = array_module(parent)
-    a = xp.concatenate([xp.where(parent < 0, nb, parent), xp.full((1,), nb, parent.dtype)])
-    steps = max(nb - 1, 1).bit_length()
-    if xp is np:                                   # known depth: stop when all point at the world
-        steps, b = 0, a
-        while np.any(b < nb):
-            steps, b = steps + 1, b[b]
-    I = _identity_like(Xup)
-    keep = (lambda x: x) if keep is None else keep
-    E = jnp.moveaxis(jnp.concatenate([Xup.E, I.E[None]]), 0, 2)       # (3, 3, nb + 1, ...): component-first
-    r = jnp.moveaxis(jnp.concatenate([Xup.r, I.r[None]]), 0, 1)       # (3, nb + 1, ...)
-    for _ in range(steps):
-        X = sp.compose(sp.Transform(E, r), sp.Transform(E[:, :, a], r[:, a]))
-        (E, r), a = keep((X.E, X.r)), a[a]
-    return sp.Transform(jnp.moveaxis(E, 2, 0), jnp.moveaxis(r, 1, 0))
+    E, r = bodies(Xup)
+    if roots_at_identity and nb:
+        root = (model.parent < 0).reshape((nb,) + (1,) * (E.ndim - 1))
+        I, z = _identity_like(r[0])
+        E, r = jnp.where(root, I[None], E), jnp.where(root[:, 0], z[None], r)
+    I, z = _identity_like(r[0] if nb else jnp.zeros((3,) + r.shape[2:], r.dtype))
+    E, r = jnp.concatenate([E, I[None]]), jnp.concatenate([r, z[None]])
+    a = np.concatenate([np.where(model.parent < 0, nb, model.parent), [nb]])
+    while np.any(a < nb):
+        X = bodywise(sp.compose)(sp.Transform(E, r), sp.Transform(E[a], r[a]))
+        E, r, a = X.E, X.r, a[a]
+    return sp.Transform(E, r)
 
 
-@cpu_jit
+def root_transforms(model: Model, Xup):
+    """body -> its tree's root body frame Transforms, leading axis nb + 1 (slot nb: identity):
+    :func:`world_transforms` with every root joint taken as the identity, so no quantity
+    depends on where the robot is in the world (a floating base 1000 km from the origin loses
+    no digits)."""
+    return world_transforms(model, Xup, roots_at_identity=True)
+
+
+@jax.jit
 def forward_kinematics(model: Model, q: Configuration):
     """World placements of all bodies: R (nb, 3, 3) body->world rotations, p (nb, 3) origins."""
     check_state(model, q=q)
-    Xup, _ = joint_transforms(model, q)
-    X0 = world_transforms(model, Xup)
+    X0 = world_transforms(model, joint_transforms(model, q)[0])
     return jnp.swapaxes(X0.E[:-1], -1, -2), X0.r[:-1]
 
 
-def ancestors(model: Model):
-    """(nb + 1, nb) 0/1 matrix: row i marks body i and its ancestors (row nb = world: none).
-
-    The reflexive-transitive closure of the parent relation by repeated squaring,
-    R <- min(R R, 1) from R = 1 + P (P[i, parent(i)] = 1): ceil(log2 nb) small matrix products
-    instead of a sweep over the bodies (lower latency for one state).  A numpy array when the
-    topology is static (:func:`jaxdyn.model.model.tree_arrays`: a constant of the compiled
-    program), else a traced one; index it with traced indices through ``jnp.asarray``."""
-    nb = model.nb
-    dt = model.Xtree_r.dtype
-    parent, _ = tree_arrays(model)
-    xp = array_module(parent)                    # numpy (a constant) when the topology is static
-    R = xp.eye(nb, dtype=dt) + (parent[:, None] == xp.arange(nb, dtype=parent.dtype)[None, :]).astype(dt)
-    for _ in range(max(nb - 1, 1).bit_length()):
-        R = xp.minimum(R @ R, 1.0)
-    return xp.concatenate([R, xp.zeros((1, nb), dt)])
+def ancestors(model: Model) -> np.ndarray:
+    """(nb, nb) 0/1 numpy matrix: row i marks body i and its ancestors."""
+    return model.topology.ancestors
 
 
-def motion_subspaces_world(model: Model, X0, S):
-    """S of every body in world coordinates (world origin): (nb, 6, k)."""
-    X = sp.Transform(X0.E[:-1], X0.r[:-1])
-    return jax.vmap(lambda Xi, Si: jax.vmap(lambda c: sp.apply_motion_inv(Xi, c), 1, 1)(Si))(X, S)
+def dof_columns(model: Model, X, S, force=False):
+    """Per-joint columns S (a :class:`jaxdyn.tree.PerRun` of (n, 6, nv_t, ...), e.g. the motion
+    subspaces) in the frame that ``X`` (leading axis nb or nb + 1: that frame -> body) maps
+    from, one row per dof: (nv, 6, ...).  Motion vectors (X^-1 s), or force vectors (X^T s)
+    with ``force``."""
+    move = sp.apply_force_T if force else sp.apply_motion_inv
+    cols = []
+    for run, Sr in zip(model.runs, S):
+        Xr = sp.Transform(X.E[run.start:run.stop], X.r[run.start:run.stop])                # X: per-body arrays
+        Ji = bodywise(lambda Xi, Si: jax.vmap(lambda c: move(Xi, c), 1, 0)(Si))(Xr, Sr)
+        cols.append(Ji.reshape((-1,) + Ji.shape[2:]))          # (n, nv_t, 6, ...) -> (n nv_t, 6, ...)
+    if not cols:
+        return jnp.zeros((0, 6) + X.r.shape[2:], X.r.dtype)
+    return jnp.concatenate(cols, 0)
 
 
 def body_velocities(model: Model, q, qd, qdd=None, a0=None):
-    """Spatial velocity and acceleration of every body in body coordinates (angular-first).
-
-    Returns v, a: (nb + 1, 6) with slot nb = world (a[nb] = a0, default 0).
-    """
+    """Spatial velocity and acceleration of every body in body coordinates (angular-first):
+    v, a (nb + 1, 6) with slot nb = world (a[nb] = a0, default 0); also returns Xup and S."""
     Xup, S = joint_transforms(model, q)
-    dt = Xup.r.dtype
-    qdj = gather(qd, model.vidx)
-    qddj = gather(jnp.zeros_like(qd) if qdd is None else qdd, model.vidx)
+    dt = q.dtype
+    from ..tree import per_run
+    qdd = jnp.zeros_like(qd) if qdd is None else qdd
     a0 = jnp.zeros(6, dt) if a0 is None else a0
 
-    def step(pa, x):
+    def step(pa, x, keep=None):
         v_p, a_p = pa
-        X, Si, qdi, qddi = x
-        vJ = Si @ qdi
+        E, r, Si, qdi, qddi = x
+        X = sp.Transform(E, r)
+        vJ = sp.linalg.mv(Si, qdi)
         v = sp.apply_motion(X, v_p) + vJ
-        a = sp.apply_motion(X, a_p) + Si @ qddi + sp.cross_motion(v, vJ)
+        a = sp.apply_motion(X, a_p) + sp.linalg.mv(Si, qddi) + sp.cross_motion(v, vJ)
         return (v, a), None
 
-    (v, a), _ = forward_sweep(step, model, (jnp.zeros(6, dt), a0), (Xup, S, qdj, qddj))
+    (v, a), _ = forward_sweep(step, model, (jnp.zeros(6, dt), a0), (Xup.E, Xup.r, S, per_run(model, qd),
+                                                                     per_run(model, qdd)))
+    Xup = bodies(Xup)
     return v, a, Xup, S

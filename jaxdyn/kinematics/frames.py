@@ -12,12 +12,12 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._typing import Configuration, Tangent
 from .. import spatial as sp
 from ..model.model import Model, check_state
-from ..compiled import cpu_jit
-from .bodies import ancestors, body_velocities, joint_transforms, motion_subspaces_world, world_transforms
+from .bodies import body_velocities, dof_columns, joint_transforms, world_transforms
 
 REFERENCES = ("world", "local", "local_world_aligned")
 
@@ -34,7 +34,7 @@ def _by_index(fn):
 
     import inspect
     statics = ("reference",) if "reference" in inspect.signature(fn).parameters else ()
-    jitted = cpu_jit(fn, static_argnames=statics)
+    jitted = jax.jit(fn, static_argnames=statics)
 
     pos = list(inspect.signature(fn).parameters).index("name") - 1
 
@@ -52,7 +52,7 @@ def _by_index(fn):
 
 def frame_X0(model, X0, fid):
     """0 -> frame Transform of frame fid, given 0->body transforms X0 (nb+1)."""
-    b = jnp.where(model.frame_body[fid] < 0, model.nb, model.frame_body[fid])
+    b = jnp.asarray(np.where(model.frame_body < 0, model.nb, model.frame_body), jnp.int32)[fid]
     Xb = sp.Transform(X0.E[b], X0.r[b])
     return sp.compose(sp.Transform(model.frame_E[fid], model.frame_r[fid]), Xb), b
 
@@ -66,21 +66,14 @@ def frame_pose(model: Model, q: Configuration, name):
     return Xf.E.T, Xf.r
 
 
-@cpu_jit
+@jax.jit
 def frame_poses(model: Model, q):
     """World poses of all frames: R (nf, 3, 3), p (nf, 3)."""
     check_state(model, q=q)
     Xup, _ = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
-    Xf, _ = jax.vmap(lambda i: frame_X0(model, X0, i))(jnp.arange(model.frame_body.shape[0]))
+    Xf, _ = jax.vmap(lambda i: frame_X0(model, X0, i))(jnp.arange(len(model.frame_names)))
     return jnp.swapaxes(Xf.E, -1, -2), Xf.r
-
-
-def _scatter_cols(model: Model, blocks):
-    """blocks (nb, 6, k) -> (6, nv), summing columns into their dof index."""
-    out = jnp.zeros((6, model.nv + 1), blocks.dtype)
-    cols = jnp.transpose(blocks, (1, 0, 2)).reshape(6, -1)
-    return out.at[:, model.vidx.reshape(-1)].add(cols)[:, :-1]
 
 
 def to_pin_order(m6):
@@ -106,14 +99,20 @@ def frame_jacobian(model: Model, q: Configuration, name, reference="world"):
     Xup, S = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
     Xf, b = frame_X0(model, X0, fid)
-    return _jacobian(model, motion_subspaces_world(model, X0, S), jnp.asarray(ancestors(model))[b], Xf, reference)
+    return _jacobian(model, dof_columns(model, X0, S), b, Xf, reference)
 
 
-def _jacobian(model, S0, anc_b, Xf, reference):
-    """Frame Jacobian (6, nv) [linear; angular] in ``reference`` from every body's world-frame S0
-    (nb, 6, k), the frame body's row of the ancestor matrix anc_b (nb,) and world -> frame Xf:
-    the columns of the bodies at or above the frame's body."""
-    J0 = _scatter_cols(model, S0 * anc_b[:, None, None])
+def _dof_ancestry(model: Model):
+    """(nb + 1, nv): row b marks the dofs at or above body b (row nb, the world: none)."""
+    t = model.topology
+    return np.concatenate([t.ancestors[:, t.dof_body], np.zeros((1, model.nv))])
+
+
+def _jacobian(model, J0, b, Xf, reference):
+    """Frame Jacobian (6, nv) [linear; angular] in ``reference`` from every dof's world-frame
+    motion column J0 (nv, 6), the frame's body b and world -> frame Xf: the columns of the
+    dofs at or above the frame's body."""
+    J0 = (J0 * jnp.asarray(_dof_ancestry(model), J0.dtype)[b][:, None]).T
     return to_pin_order(change_reference(J0, Xf, reference))
 
 
@@ -164,12 +163,11 @@ def frame_terms(model: Model, q, qd, fids, reference="local_world_aligned") -> F
     else:
         v, a, Xup, S = body_velocities(model, q, qd)
     X0 = world_transforms(model, Xup)
-    S0 = motion_subspaces_world(model, X0, S)
-    anc = jnp.asarray(ancestors(model))
+    J0 = dof_columns(model, X0, S)
 
     def one(fid):
         Xf, b = frame_X0(model, X0, fid)
-        J = _jacobian(model, S0, anc[b], Xf, reference)
+        J = _jacobian(model, J0, b, Xf, reference)
         if v is None:
             return Xf.E.T, Xf.r, J, None, None
         Xb = sp.Transform(X0.E[b], X0.r[b])

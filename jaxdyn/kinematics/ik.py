@@ -1,15 +1,17 @@
 """Inverse kinematics of a named frame (Featherstone 2010 Fig. 6)."""
 from __future__ import annotations
 
+from functools import partial
+
 import jax.numpy as jnp
 from jax import lax
 
 from ..model.model import Model
-from ..compiled import cpu_jit
+import jax
 from .frames import frame_index, frame_jacobian, frame_pose
 
 
-@cpu_jit(static_argnames=('name', 'max_iters', 'tol', 'damping', 'max_step', 'position_only'))
+@partial(jax.jit, static_argnames=('name', 'max_iters', 'tol', 'damping', 'max_step', 'position_only'))
 def inverse_kinematics(model: Model, name, R_target, p_target, q0, *, max_iters=100, tol=1e-10,
                        damping=1e-6, max_step=0.5, position_only=False):
     """Iterative IK (Featherstone 2010 Fig. 6) with a damped pseudo-inverse.

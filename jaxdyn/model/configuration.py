@@ -13,43 +13,21 @@ from .._typing import Configuration, Tangent
 from ..spatial import rotations as Rot
 from . import joints as J
 from .model import Model, check_state
-from ..compiled import cpu_jit
 
 
-def gather(x, idx):
-    """x (n,) -> x[idx] with idx == n reading 0."""
-    return jnp.concatenate([x, jnp.zeros((1,), x.dtype)])[idx]
-
-
-def _scatter(base, idx, vals):
-    """Write vals (nb, m) into base (n,) at idx (nb, m); slot n is dropped."""
-    buf = jnp.concatenate([base, jnp.zeros((1,), base.dtype)])
-    return buf.at[idx].set(vals)[:-1]
-
-
-def _select(types, jtype, fn):
-    """Evaluate fn(t) for each joint type present and pick the one of jtype.
-
-    Only use with branches that are NaN-free on any input; for inputs that some branch cannot
-    take (quaternions of another joint type), use :func:`_select_safe`.
-    """
-    outs = [(t, fn(t)) for t in types]
-    out = outs[0][1]
-    for t, o in outs[1:]:
-        out = jnp.where(jtype == t, o, out)
-    return out
-
-
-def _select_safe(types, jtype, fn, *qs):
-    """Like _select, but each branch t sees its own neutral q where jtype != t, so the
-    unselected branches (normalizing a quaternion of zeros, say) cannot leak NaN gradients."""
-    def branch(t):
-        if len(types) == 1:
-            return fn(t, *qs)
-        neut = _neutral_joint(t, qs[0].shape[0], qs[0].dtype)
-        safe = [jnp.where(jtype == t, x, neut) for x in qs]
-        return fn(t, *safe)
-    return _select(types, jtype, branch)
+def _per_joint(model: Model, fn, xs, sizes, out_size, dtype):
+    """For each run of joints of one type t: ``fn(t, *joint_slices)`` vmapped over the run's
+    joints, where ``xs`` are flat vectors split by ``sizes`` (each "q" or "v" per joint); the
+    results, one (out_size(t),) vector per joint, concatenated in joint order."""
+    parts = []
+    for run in model.runs:
+        args = []
+        for x, kind in zip(xs, sizes):
+            a, w = (run.q0, run.nq) if kind == "q" else (run.v0, run.nv)
+            args.append(x[a:a + run.n * w].reshape(run.n, w))
+        parts.append(jax.vmap(lambda *a, t=run.jtype: fn(t, *a))(*args).reshape(-1))
+    n = sum(out_size(r.jtype) * r.n for r in model.runs)
+    return jnp.concatenate(parts) if parts else jnp.zeros((n,), dtype)
 
 
 def _se2(th, v):
@@ -116,24 +94,20 @@ def _difference_joint(t, q0, q1, k):
     raise ValueError(t)
 
 
-@cpu_jit
+@jax.jit
 def integrate(model: Model, q: Configuration, v: Tangent, dt=1.0) -> Configuration:
     """q (+) v*dt on the configuration manifold.  q (nq,), v (nv,) -> (nq,)."""
     check_state(model, q=q, v=v)
-    qj = gather(q, model.qidx)
-    dv = gather(v * dt, model.vidx)
-    fn = jax.vmap(lambda t, a, b: _select_safe(model.types, t, lambda tt, a: _integrate_joint(tt, a, b, model.nqj), a))
-    return _scatter(q, model.qidx, fn(model.jtype, qj, dv))
+    return _per_joint(model, lambda t, qj, dv: _integrate_joint(t, qj, dv, J.NQ[t]), (q, v * dt), "qv",
+                      lambda t: J.NQ[t], q.dtype)
 
 
-@cpu_jit
+@jax.jit
 def difference(model: Model, q0: Configuration, q1: Configuration) -> Tangent:
     """v such that integrate(q0, v, 1) == q1.  (nq,), (nq,) -> (nv,)."""
     check_state(model, q0=q0, q=q1)
-    a, b = gather(q0, model.qidx), gather(q1, model.qidx)
-    fn = jax.vmap(lambda t, x, y: _select_safe(model.types, t, lambda tt, x, y: _difference_joint(tt, x, y, model.k), x, y))
-    out = fn(model.jtype, a, b)
-    return _scatter(jnp.zeros(model.nv, q0.dtype), model.vidx, out)
+    return _per_joint(model, lambda t, a, b: _difference_joint(t, a, b, J.NV[t]), (q0, q1), "qq",
+                      lambda t: J.NV[t], q0.dtype)
 
 
 def _neutral_joint(t, nqj, dtype):
@@ -149,12 +123,12 @@ def _neutral_joint(t, nqj, dtype):
     return z
 
 
-@cpu_jit
+@jax.jit
 def neutral(model: Model) -> Configuration:
     """The neutral configuration (zero angles, identity quaternions), (nq,)."""
-    dtype = model.Xtree_r.dtype
-    fn = jax.vmap(lambda t: _select(model.types, t, lambda tt: _neutral_joint(tt, model.nqj, dtype)))
-    return _scatter(jnp.zeros(model.nq, dtype), model.qidx, fn(model.jtype))
+    dt = model.Xtree_r.dtype
+    return jnp.concatenate([jnp.tile(_neutral_joint(r.jtype, r.nq, dt), r.n) for r in model.runs]
+                           + [jnp.zeros(0, dt)])
 
 
 def _random_joint(t, key, lo, hi, nqj, dtype):
@@ -182,32 +156,32 @@ def _random_joint(t, key, lo, hi, nqj, dtype):
     return z
 
 
-@cpu_jit
+@jax.jit
 def random_configuration(model: Model, key):
     """A random valid configuration: uniform within finite limits ([-pi, pi] / [-1, 1] where a
     joint has none), uniformly random unit quaternions.  (nq,)."""
-    dtype = model.Xtree_r.dtype
-    keys = jax.random.split(key, model.nb)
-    lo = gather(model.q_lower, model.qidx)
-    hi = gather(model.q_upper, model.qidx)
-    fn = jax.vmap(lambda t, kk, l, h: _select(model.types, t,
-                                             lambda tt: _random_joint(tt, kk, l, h, model.nqj, dtype)))
-    return _scatter(jnp.zeros(model.nq, dtype), model.qidx, fn(model.jtype, keys, lo, hi))
+    dt = model.Xtree_r.dtype
+    keys = jax.random.split(key, max(model.nb, 1))
+    parts = []
+    for run in model.runs:
+        lo = model.q_lower[run.q0:run.q0 + run.n * run.nq].reshape(run.n, run.nq)
+        hi = model.q_upper[run.q0:run.q0 + run.n * run.nq].reshape(run.n, run.nq)
+        fn = lambda k, l, h, t=run.jtype: _random_joint(t, k, l, h, J.NQ[t], dt)
+        parts.append(jax.vmap(fn)(keys[run.start:run.stop], lo, hi).reshape(-1))
+    return jnp.concatenate(parts + [jnp.zeros(0, dt)])
 
 
-@cpu_jit
+@jax.jit
 def normalize(model: Model, q):
     """Project q onto the manifold (renormalize quaternions and (cos, sin) pairs)."""
-    def one(t, qj):
-        def f(tt, qj):
-            if tt == J.SPHERICAL:
-                return qj.at[:4].set(qj[:4] / jnp.linalg.norm(qj[:4]))
-            if tt == J.FREE:
-                return qj.at[3:7].set(qj[3:7] / jnp.linalg.norm(qj[3:7]))
-            if tt in (J.REVOLUTE_UB,):
-                return qj.at[:2].set(qj[:2] / jnp.linalg.norm(qj[:2]))
-            if tt == J.PLANAR:
-                return qj.at[2:4].set(qj[2:4] / jnp.linalg.norm(qj[2:4]))
-            return qj
-        return _select_safe(model.types, t, f, qj)
-    return _scatter(q, model.qidx, jax.vmap(one)(model.jtype, gather(q, model.qidx)))
+    def f(t, qj):
+        if t == J.SPHERICAL:
+            return qj.at[:4].set(qj[:4] / jnp.linalg.norm(qj[:4]))
+        if t == J.FREE:
+            return qj.at[3:7].set(qj[3:7] / jnp.linalg.norm(qj[3:7]))
+        if t == J.REVOLUTE_UB:
+            return qj.at[:2].set(qj[:2] / jnp.linalg.norm(qj[:2]))
+        if t == J.PLANAR:
+            return qj.at[2:4].set(qj[2:4] / jnp.linalg.norm(qj[2:4]))
+        return qj
+    return _per_joint(model, f, (q,), "q", lambda t: J.NQ[t], q.dtype)

@@ -1,4 +1,5 @@
-"""Joint models: ``jcalc`` returns the joint transform XJ and motion subspace S.
+"""Joint models: ``jcalc`` returns the joint transforms XJ and motion subspaces S of a run of
+joints of one (static) type.
 
 Joint types (integer codes stored in ``Model.jtype``) and their coordinates, chosen to match
 Pinocchio so that states move between the two libraries as-is:
@@ -25,14 +26,10 @@ term is v x (S qd) (Featherstone eq. 4.x).  S is returned angular-first (Feather
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from enum import IntEnum
 
 import jax.numpy as jnp
-
-from ..spatial.rotations import quat_to_rot
-from ..spatial.transforms import Transform, skew
+import numpy as np
 
 class JointType(IntEnum):
     """Joint type codes (the integers stored in ``Model.jtype``) with their sizes."""
@@ -83,108 +80,88 @@ def joint_code(t) -> int:
     return int(t)
 
 
-_ELEMENTWISE = contextvars.ContextVar("jaxdyn_elementwise_products", default=False)
-
-
-@contextlib.contextmanager
-def elementwise_products():
-    """While tracing inside it, the 3x3 products of the joint transforms are written as
-    broadcast-multiply-sums instead of dots: revolute rotations take K^2 = a a^T - |a|^2 1
-    instead of K @ K (K = skew(a)), and :func:`jaxdyn.kinematics.joint_transforms` composes
-    E_J E_tree elementwise.  Under a vmap over states or models each such dot is a batched
-    dot of 3x3 blocks, one per state and body, which XLA:CPU runs as a library call
-    (YNNPACK, with the default flags) or a small-dot loop and transposes around it.  The
-    batch-last kernels (``jaxdyn.dynamics.batch``) trace their joint transforms inside it:
-    ``vmap(aba)`` / ``aba_batch`` 0.85-0.88x on panda, anymal_c, talos_reduced and g1
-    (same-process A/B, both jits); a stack's lanes 0.90x (K^2).  One state keeps the dots
-    (4 % faster for one talos_reduced state)."""
-    token = _ELEMENTWISE.set(True)
-    try:
-        yield
-    finally:
-        _ELEMENTWISE.reset(token)
-
-
-def in_elementwise_products():
-    """True while tracing inside :func:`elementwise_products`."""
-    return _ELEMENTWISE.get()
-
-
-def _axis_rot(axis, c, s):
-    """Rotation (child axes in parent coordinates) by angle (cos c, sin s) about unit axis."""
-    K = skew(axis)
-    if _ELEMENTWISE.get():   # |a|^2 as two adds, not a reduce (XLA:CPU hands reductions to YNNPACK)
-        n2 = axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2]
-        KK = axis[:, None] * axis[None, :] - n2 * jnp.eye(3, dtype=axis.dtype)
-        return jnp.eye(3, dtype=axis.dtype) + s * K + (1 - c) * KK
-    return jnp.eye(3, dtype=axis.dtype) + s * K + (1 - c) * (K @ K)
-
-
 def _unit(x):
-    """x / |x| (x = 0 stays 0).  The rotation coordinates of a joint (a quaternion, a (cos,
-    sin) pair) give an orthogonal rotation only at unit norm; normalized here, every
-    algorithm sees the same rotation for any q, so the closed forms of one state (which use
-    E^T as E^-1 in other places than the sweeps) and the sweeps that the derivative rules
-    differentiate are one function of q, on the unit sphere and off it (where a
-    finite difference along a direction of R^nq goes)."""
-    n2 = jnp.sum(x * x)
+    """x / |x| along axis 1 (the coordinates of a joint; x = 0 stays 0).  The rotation
+    coordinates of a joint (a quaternion, a (cos, sin) pair) give an orthogonal rotation only
+    at unit norm; normalized here, every algorithm sees the same rotation for any q, also off
+    the unit sphere (where a finite difference along a direction of R^nq goes), and d/dq along
+    the radial direction is zero."""
+    n2 = sum(x[:, i] * x[:, i] for i in range(x.shape[1]))[:, None]
     return x / jnp.sqrt(jnp.where(n2 > 0, n2, 1.0))
 
 
-def _one_col(k, col):
-    S = jnp.zeros((6, k), col.dtype)
-    return S.at[:, 0].set(col)
+def _axis_E(a, c, s):
+    """E = R^T (n, 3, 3, ...) for rotations by the angle (cos c, sin s) (n, ...) about unit axes
+    a (n, 3, ...): R = 1 + s [a]x + (1 - c)(a a^T - |a|^2 1) (Rodrigues), written entrywise so
+    that it serves one state and a batch-last chunk alike."""
+    n2 = a[:, 0] * a[:, 0] + a[:, 1] * a[:, 1] + a[:, 2] * a[:, 2]
+    K = [[None, -a[:, 2], a[:, 1]], [a[:, 2], None, -a[:, 0]], [-a[:, 1], a[:, 0], None]]
+    one_c = 1 - c
+
+    def E(i, j):                    # R[j, i]; [a]x is antisymmetric
+        e = one_c * a[:, i] * a[:, j]
+        if i == j:
+            return 1 - one_c * n2 + e
+        return e - s * K[i][j]
+    return jnp.stack([jnp.stack([E(i, j) for j in range(3)], 1) for i in range(3)], 1)
 
 
-def _jcalc_one(t, axis, pitch, qj, k):
-    """(E, r, S) of joint type t (a Python int). qj: (nqj,) padded coordinates."""
-    dt = axis.dtype
-    eye, zero3 = jnp.eye(3, dtype=dt), jnp.zeros(3, dt)
-    z3 = jnp.zeros(3, dt)
-    if t == FIXED:
-        return eye, zero3, jnp.zeros((6, k), dt)
-    if t == REVOLUTE or t == HELICAL:
-        th = qj[0]
-        R = _axis_rot(axis, jnp.cos(th), jnp.sin(th))
-        r = pitch * th * axis if t == HELICAL else zero3
-        col = jnp.concatenate([axis, pitch * axis if t == HELICAL else z3])
-        return R.T, r, _one_col(k, col)
-    if t == REVOLUTE_UB:
-        R = _axis_rot(axis, *_unit(qj[:2]))
-        return R.T, zero3, _one_col(k, jnp.concatenate([axis, z3]))
-    if t == PRISMATIC:
-        return eye, qj[0] * axis, _one_col(k, jnp.concatenate([z3, axis]))
-    if t == SPHERICAL:
-        R = quat_to_rot(_unit(qj[:4]))
-        S = jnp.zeros((6, k), dt).at[:3, :3].set(eye)
-        return R.T, zero3, S
-    if t == FREE:
-        R = quat_to_rot(_unit(qj[3:7]))
-        S = jnp.zeros((6, k), dt).at[3:, :3].set(eye).at[:3, 3:6].set(eye)
-        return R.T, qj[:3], S
-    if t == PLANAR:
-        R = _axis_rot(jnp.array([0.0, 0.0, 1.0], dt), *_unit(qj[2:4]))
-        S = jnp.zeros((6, k), dt).at[3, 0].set(1.0).at[4, 1].set(1.0).at[2, 2].set(1.0)
-        return R.T, jnp.stack([qj[0], qj[1], 0 * qj[0]]), S
-    raise ValueError(f"unknown joint type {t}")
+def _quat_E(qu):
+    """E = R^T (n, 3, 3, ...) of unit quaternions qu (n, 4, ...) = (x, y, z, w)."""
+    x, y, z, w = qu[:, 0], qu[:, 1], qu[:, 2], qu[:, 3]
+    R = [[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+         [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+         [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]]
+    return jnp.stack([jnp.stack([R[j][i] for j in range(3)], 1) for i in range(3)], 1)
 
 
-def jcalc(types_present, k, jtype, axis, pitch, qj):
-    """Joint transform and motion subspace of one joint.
+def _constant_S(cols, n, like):
+    """S (n, 6, k, 1, ...) from its nonzero entries ``cols`` {(row, col): 1}, broadcastable
+    against the trailing axes of ``like`` (n, m, ...)."""
+    k = 1 + max((c for _, c in cols), default=-1)
+    S = np.zeros((1, 6, k))
+    for rc in cols:
+        S[(0,) + rc] = 1.0
+    return jnp.asarray(S.reshape(S.shape + (1,) * (like.ndim - 2)), like.dtype)
+
+
+def jcalc(t, axis, pitch, qj, keep=lambda x: x):
+    """Joint transforms and motion subspaces of n joints of one type ``t`` (static).
 
     Args:
-      types_present: static tuple of joint codes that can occur (only these are computed).
-      k: static max dofs per joint (columns of S).
-      jtype: () int joint code; axis (3,) unit; pitch (); qj (nqj,) padded joint coordinates.
+      axis (n, 3, ...), pitch (n, ...): joint parameters; qj (n, NQ[t], ...) their coordinates
+        (``...``: trailing batch axes, none for one state, the same count for every argument).
+      keep: the batching module's fusion barrier (:mod:`jaxdyn.tree`), applied to the
+        rotation coordinates (cos, sin; a unit quaternion) that every entry of E reads.
     Returns:
-      XJ: Transform (parent-side joint frame -> child frame); S: (6, k), angular-first.
+      E (n, 3, 3, ...), r (n, 3, ...): XJ (parent-side joint frame -> child frame); S
+      (n, 6, NV[t], ...) angular-first, constant in the child frame.
     """
-    outs = [(t, _jcalc_one(t, axis, pitch, qj, k)) for t in types_present]
-    if len(outs) == 1:
-        E, r, S = outs[0][1]
-        return Transform(E, r), S
-    E, r, S = outs[0][1]
-    for t, (Et, rt, St) in outs[1:]:
-        sel = jtype == t
-        E, r, S = jnp.where(sel, Et, E), jnp.where(sel, rt, r), jnp.where(sel, St, S)
-    return Transform(E, r), S
+    dt = qj.dtype
+    z = jnp.zeros_like(qj[:, :1, ...].sum(1) + axis[:, 0])            # (n, ...) zeros
+    z3 = jnp.stack([z, z, z], 1)
+    eye = lambda: _axis_E(z3, 1 + z, z)                                # identity E (n, 3, 3, ...)
+    col = lambda top, bottom: jnp.concatenate([top, bottom], 1)[:, :, None]
+    if t == FIXED:
+        return eye(), z3, jnp.zeros((qj.shape[0], 6, 0) + z.shape[1:], dt)
+    if t in (REVOLUTE, HELICAL):
+        E = _axis_E(axis, *keep((jnp.cos(qj[:, 0]), jnp.sin(qj[:, 0]))))
+        if t == REVOLUTE:
+            return E, z3, col(axis, 0 * axis)
+        return E, (pitch * qj[:, 0])[:, None] * axis, col(axis, pitch[:, None] * axis)
+    if t == REVOLUTE_UB:
+        cs = keep(_unit(qj))
+        return _axis_E(axis, cs[:, 0], cs[:, 1]), z3, col(axis, 0 * axis)
+    if t == PRISMATIC:
+        return eye(), qj[:, :1] * axis, col(0 * axis, axis)
+    if t == SPHERICAL:
+        return _quat_E(keep(_unit(qj))), z3, _constant_S({(0, 0): 1, (1, 1): 1, (2, 2): 1}, qj.shape[0], qj) + 0 * z[:, None, None]
+    if t == FREE:
+        S = _constant_S({(3, 0): 1, (4, 1): 1, (5, 2): 1, (0, 3): 1, (1, 4): 1, (2, 5): 1}, qj.shape[0], qj)
+        return _quat_E(keep(_unit(qj[:, 3:7]))), qj[:, :3] + 0 * z3, S + 0 * z[:, None, None]
+    if t == PLANAR:
+        cs = keep(_unit(qj[:, 2:4]))
+        ez = jnp.stack([z, z, 1 + z], 1)
+        S = _constant_S({(3, 0): 1, (4, 1): 1, (2, 2): 1}, qj.shape[0], qj)
+        return _axis_E(ez, cs[:, 0], cs[:, 1]), jnp.stack([qj[:, 0], qj[:, 1], z], 1), S + 0 * z[:, None, None]
+    raise ValueError(f"unknown joint type {t}")

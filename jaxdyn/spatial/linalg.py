@@ -1,30 +1,26 @@
-"""Component-first small linear algebra: the one formulation behind both array layouts.
+"""Component-first small linear algebra: one formulation for one object and for a batch.
 
 Every function indexes vector and matrix *components on the leading axes* and treats any
-trailing axes as a batch, so the same code serves
-
-* one object: a vector (3,) or (6,), a matrix (6, 6) (``jax.vmap`` adds batch axes in front,
-  which vmap keeps out of sight), and
-* a batch-last chunk: a vector (6, C), a matrix (6, 6, C) with C robots on the minor axis
-  (the layout of :func:`jaxdyn.aba_batch`).
-
-With trailing batch axes, products are explicit sums of broadcast multiplies: XLA fuses them
-into one loop over the trailing axes (a vectorized loop over C), which is what makes the
-batch-last layout fast on CPU, where a batched ``dot`` is slow (``docs/architecture.md``).
-A single object (no trailing axes) takes one ``dot`` (``jnp.cross`` for 3-vectors) instead:
-one kernel, and a much smaller program to differentiate and compile (figures:
-``benchmarks/results/design_measurements.md``).  Under ``jax.vmap`` a function sees the
-single-object shapes, so it keeps the dots, which vmap batches.
+trailing axes as a batch, so the same code serves one object (a vector (6,), a matrix
+(6, 6)) and a batch-last chunk (a vector (6, C), a matrix (6, 6, C): C states on the minor
+axis, the layout of :mod:`jaxdyn.batching`).  Products are explicit sums of broadcast
+multiplies (no ``dot``): XLA fuses them into vectorized loops over the trailing axes, and
+no matrix-product precision setting (e.g. TF32 on a GPU) applies to them.
 """
 from __future__ import annotations
 
 import jax.numpy as jnp
+from jax import lax
+
+HIGHEST = lax.Precision.HIGHEST
+"""Precision of jaxdyn's few ``dot`` products ((nv, nv) matrices): full f32 products (a GPU's
+default TF32 keeps a 10-bit mantissa)."""
 
 
 def mm(a, b):
     """Matrix product (i, k, ...) x (k, j, ...) -> (i, j, ...)."""
-    if a.ndim == 2 and b.ndim == 2:
-        return a @ b
+    if a.shape[1] == 0:
+        return jnp.zeros(a.shape[:1] + b.shape[1:2] + jnp.broadcast_shapes(a.shape[2:], b.shape[2:]), a.dtype)
     out = a[:, 0, None] * b[None, 0]
     for k in range(1, a.shape[1]):
         out = out + a[:, k, None] * b[None, k]
@@ -33,8 +29,8 @@ def mm(a, b):
 
 def mv(a, v):
     """Matrix-vector product (i, k, ...) x (k, ...) -> (i, ...)."""
-    if a.ndim == 2 and v.ndim == 1:
-        return a @ v
+    if a.shape[1] == 0:
+        return jnp.zeros(a.shape[:1] + jnp.broadcast_shapes(a.shape[2:], v.shape[1:]), a.dtype)
     out = a[:, 0] * v[0][None]
     for k in range(1, a.shape[1]):
         out = out + a[:, k] * v[k][None]
@@ -48,8 +44,6 @@ def tr(a):
 
 def cross3(a, b):
     """3-D cross product a x b of (3, ...) component stacks."""
-    if a.ndim == 1 and b.ndim == 1:
-        return jnp.cross(a, b)
     return jnp.stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
 
@@ -69,3 +63,8 @@ def skew_right(M, r):
 def eye_like(n: int, x):
     """Identity (n, n, 1, ..., 1) broadcastable against a component-first matrix like x."""
     return jnp.eye(n, dtype=x.dtype).reshape((n, n) + (1,) * (x.ndim - 2))
+
+
+def matmul(a, b):
+    """a @ b of matrices whose matrix axes are the *last* two (a ``dot``, at :data:`HIGHEST`)."""
+    return jnp.matmul(a, b, precision=HIGHEST)

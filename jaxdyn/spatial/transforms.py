@@ -8,9 +8,9 @@ Conventions (Featherstone, *Rigid Body Dynamics Algorithms*, Table A.2; Feathers
   in A-coordinates.  As a 6x6 motion transform ``X = [[E, 0], [-E rx, E]]``.
 * The placement of B in A (Pinocchio's ``SE3``) is ``(R, p) = (E^T, r)``.
 
-Every function acts on one object; batch with ``jax.vmap``.  The ``apply_*`` functions and
-:func:`congruence` are also component-first (:mod:`jaxdyn.spatial.linalg`), so they serve the
-batch-last stacks of :func:`jaxdyn.aba_batch` as they are.
+The ``apply_*`` functions, :func:`compose` and :func:`congruence` are component-first
+(:mod:`jaxdyn.spatial.linalg`): one object or a batch-last stack (trailing batch axes).  The
+other helpers act on one object; batch them with ``jax.vmap``.
 """
 from __future__ import annotations
 
@@ -18,11 +18,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from .linalg import cross3, mm, mv, skew_left, skew_right, tr
-
-
-def _same(x):
-    return x() if callable(x) else x
+from .linalg import cross3, mm, mv, skew_right, tr
 
 
 class Transform(NamedTuple):
@@ -87,19 +83,13 @@ def identity(dtype=float) -> Transform:
 
 
 def compose(X_bc: Transform, X_ab: Transform) -> Transform:
-    """X_ac = X_bc X_ab (apply X_ab first); component-first (one transform or a batch-last stack).
-
-    E_ab^T r_bc is written as a broadcast-multiply-sum: as a dot, vmapped forward-mode
-    ``rnea`` on a floating-base robot made XLA:CPU choose a non-row-major layout for it and
-    abort in its dot emitter (a CHECK, jaxlib 0.10.2).  The batch-last ABA kernels compose
-    their joint transforms without it (elementwise, :func:`jaxdyn.model.joints.elementwise_products`);
-    written as adds here, one talos_reduced state's ``aba`` took 60 instead of 54 us."""
-    return Transform(mm(X_bc.E, X_ab.E), X_ab.r + jnp.sum(X_ab.E * X_bc.r[:, None], 0))
+    """X_ac = X_bc X_ab (apply X_ab first): E_ac = E_bc E_ab, r_ac = r_ab + E_ab^T r_bc."""
+    return Transform(mm(X_bc.E, X_ab.E), X_ab.r + mv(tr(X_ab.E), X_bc.r))
 
 
 def inverse(X: Transform) -> Transform:
-    """X^-1: B -> A."""
-    return Transform(X.E.T, -X.E @ X.r)
+    """X^-1: B -> A (component-first)."""
+    return Transform(tr(X.E), -mv(X.E, X.r))
 
 
 def apply_motion(X: Transform, m):
@@ -121,39 +111,24 @@ def apply_force(X: Transform, f):
     return jnp.concatenate([mv(X.E, n - cross3(X.r, fl)), mv(X.E, fl)])
 
 
-def apply_force_T(X: Transform, f, keep=_same):
+def apply_force_T(X: Transform, f):
     """X^T f: force in B -> force in A (the backward-sweep transfer); component-first, as
-    :func:`apply_motion`.  ``keep`` is applied to the rotated halves (E^T n, E^T f) before the
-    shift, given as a thunk; the batch-last kernels pass a fusion barrier there
-    (``jaxdyn.dynamics.batch``, :func:`jaxdyn.dynamics.common.materialize`)."""
-    Etn, Etf = keep(lambda: (mv(tr(X.E), f[:3]), mv(tr(X.E), f[3:])))
+    :func:`apply_motion`."""
+    Etn, Etf = mv(tr(X.E), f[:3]), mv(tr(X.E), f[3:])
     return jnp.concatenate([Etn + cross3(X.r, Etf), Etf])
 
 
-def congruence(X: Transform, I, keep=_same):
+def congruence(X: Transform, I):
     """X^T I X for a symmetric 6x6 matrix I (6, 6, ...) (an inertia in B -> the same inertia
-    in A), component-first.  Done on 3x3 blocks, X = blockdiag(E, E) [[1, 0], [-rx, 1]]:
-    rotate by E, then shift by r (~230 multiplies instead of 432 for two 6x6 products).
-    ``keep`` is applied to every intermediate product, as a thunk (as in :func:`apply_force_T`).  One
-    object (I of shape (6, 6)) takes two 6x6 dots instead: a smaller program to differentiate
-    and compile (figures: ``benchmarks/results/design_measurements.md``)."""
-    if I.ndim == 2:                 # one object: two 6x6 dots (a smaller program to differentiate)
-        X6 = to_matrix(X)
-        return X6.T @ I @ X6
-    E = X.E
-    Et = tr(E)
-    RtI = keep(lambda: jnp.concatenate([mm(Et, I[:3]), mm(Et, I[3:])], 0))
-    A1, B1, C1 = keep(lambda: (mm(RtI[:3, :3], E), mm(RtI[:3, 3:], E), mm(RtI[3:, 3:], E)))
-    TR = B1 + skew_left(X.r, C1)
-    BL = keep(lambda: tr(B1) - skew_right(C1, X.r))
-    TL = A1 - skew_right(B1, X.r) + skew_left(X.r, BL)
-    return jnp.concatenate([jnp.concatenate([TL, TR], 1), jnp.concatenate([tr(TR), C1], 1)], 0)
+    in A), component-first, as two products with the 6x6 motion transform."""
+    X6 = to_matrix(X)
+    return mm(tr(X6), mm(I, X6))
 
 
 def to_matrix(X: Transform):
-    """6x6 motion transform [[E, 0], [-E rx, E]]."""
+    """6x6 motion transform [[E, 0], [-E rx, E]] (component-first: (6, 6, ...))."""
     Z = jnp.zeros_like(X.E)
-    return jnp.block([[X.E, Z], [-X.E @ skew(X.r), X.E]])
+    return jnp.concatenate([jnp.concatenate([X.E, Z], 1), jnp.concatenate([-skew_right(X.E, X.r), X.E], 1)], 0)
 
 
 def to_force_matrix(X: Transform):

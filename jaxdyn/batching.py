@@ -1,0 +1,493 @@
+"""How jaxdyn runs a batch: the batch-last layout, chunks, and the public batchable entry
+points of the core algorithms.  The algorithms never import this module.
+
+Every core algorithm (:func:`jaxdyn.dynamics.aba.aba_passes`, ``rnea_passes``,
+``crba_passes``, ...) is written once, component-first (:mod:`jaxdyn.spatial.linalg`): it
+computes one state when its arrays have no trailing axes and a whole chunk of states when
+every array carries one trailing batch axis.  ``jax.vmap`` of a plain function would put the
+batch *first* and turn every 6 x 6 product into a batched ``dot``; the entry points here
+carry a ``custom_vmap`` rule (:func:`batchable`) that runs the same code batch-last instead,
+with C states on the minor axis, so that each product is a vectorized loop over C
+(``jax.jit(jax.vmap(aba))`` ~10x faster than a plain vmap of the same passes on a CPU).
+
+On the CPU the rule splits the batch into n chunks of C states (chunk i holds the states
+c n + i, c = 0..C-1), run one after the other by ``lax.map`` so that a chunk's arrays stay in
+cache, and passes the algorithm a fusion barrier ``keep``: XLA:CPU fuses a
+product into every consumer and recomputes it there; ``keep(x)``, a ``lax.cond`` on the chunk
+counter that XLA cannot fold, makes each named quantity of a step (U, D^-1, Ia, ...) be
+computed once (2x on ``vmap(aba)``).  On other backends the batch is one chunk and ``keep`` is
+the identity (a GPU runs the lanes in parallel).  The choice is ``lax.platform_dependent``,
+made where the program is lowered.  Arguments may be sharded along the batch axis
+(``jax.sharding.NamedSharding``): a chunk takes every n-th state, so the shards stay on their
+devices.
+"""
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache, partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .dynamics.aba import aba_jvp, aba_passes
+from .dynamics.common import check_f_ext, check_gravity
+from .dynamics.crba import crba_passes
+from .dynamics.derivative_sweeps import aba_derivatives_terms, rnea_derivatives_terms
+from .dynamics.derivatives import METHODS as DERIVATIVE_METHODS, state_jacobians
+from .dynamics.minv import minv_aba
+from .dynamics.registry import FD_METHODS, MINV_METHODS
+from .dynamics.rnea import rnea_passes
+from .errors import ArgumentError
+from .model import joints as J
+from .model.model import PARAM_FIELDS, Model, Topology, cast, check_state, state_dtype
+from .tree import same
+
+tmap = jax.tree_util.tree_map
+
+
+def barrier(i):
+    """The fusion barrier of chunk ``i`` (a traced counter): x as a ``lax.cond`` result."""
+    def keep(x):
+        if callable(x):          # computed inside the branch: the cond's result is written once
+            shapes = jax.eval_shape(x)
+            return lax.cond(i >= 0, x, lambda: tmap(lambda s: jnp.zeros(s.shape, s.dtype), shapes))
+        return lax.cond(i >= 0, lambda x: x, lambda x: tmap(jnp.zeros_like, x), x)
+    return keep
+
+
+def run_batch(core, B, in_batched, args, chunk):
+    """``core(*args, keep=...)`` for a batch of B: the leaves of ``args`` flagged in
+    ``in_batched`` have a leading batch axis B, the others are shared.  In a chunk of C lanes
+    every batched leaf has a trailing axis C; a shared leaf of the model (``args[0]``) gets a
+    trailing axis 1, and the other shared arguments are broadcast to C (so that quantities
+    computed from different states have one shape).  Returns core's output pytree with a
+    leading axis B on every leaf."""
+    leaves, tdef = jax.tree_util.tree_flatten(args)
+    flags = jax.tree_util.tree_leaves(in_batched)
+    n_model = len(jax.tree_util.tree_leaves(args[0]))
+
+    def call(lanes, C, keep):
+        """core on batch-last ``lanes`` (the batched leaves, (..., C)) and the shared leaves."""
+        it = iter(lanes)
+        a = [next(it) if f else (x[..., None] if k < n_model else jnp.broadcast_to(x[..., None], x.shape + (C,)))
+             for k, (x, f) in enumerate(zip(leaves, flags))]
+        out = core(*jax.tree_util.tree_unflatten(tdef, a), keep=keep)
+        return tmap(lambda y: jnp.broadcast_to(y, y.shape[:-1] + (C,)), out)
+
+    def cpu(*xs):
+        C = min(chunk, B)
+        n = -(-B // C)
+        rows = n * C
+
+        def lanes(x):                               # (B, ...) -> (n, ..., C): chunk i holds lanes c n + i
+            if rows > B:
+                x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (rows - B,) + x.shape[1:])])
+            return jnp.moveaxis(x.reshape((C, n) + x.shape[1:]), 0, -1)
+        batched = [lanes(x) for x, f in zip(xs, flags) if f]
+        out = lax.map(lambda inp: call(inp[1], C, barrier(inp[0])), (jnp.arange(n, dtype=jnp.int32), batched))
+        return tmap(lambda y: jnp.moveaxis(y, -1, 0).reshape((rows,) + y.shape[1:-1])[:B], out)
+
+    def whole(*xs):
+        out = call([jnp.moveaxis(x, 0, -1) for x, f in zip(xs, flags) if f], B, same)
+        return tmap(lambda y: jnp.moveaxis(y, -1, 0), out)
+
+    return lax.platform_dependent(*leaves, cpu=cpu, default=whole)
+
+
+def batchable(core, chunk):
+    """``core`` (``core(*args, keep=same)``, one state) whose ``jax.vmap`` runs
+    :func:`run_batch` in chunks of ``chunk`` states on the CPU."""
+    @jax.custom_batching.custom_vmap
+    def f(*args):
+        return core(*args)
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, *args):
+        out = run_batch(core, axis_size, in_batched, args, chunk)
+        return out, tmap(lambda _: True, out)
+    return f
+
+
+# ------------------------------------------------------------------------- entry points
+
+def _prepare(model, **states):
+    """Shape checks, then the model and states in the states' common floating dtype."""
+    check_state(model, **states)
+    dt = state_dtype(*states.values())
+    return cast(model, dt), [jnp.asarray(x, dt) for x in states.values()]
+
+
+@lru_cache(maxsize=None)
+def _aba(f_ext_frame):
+    core = lambda m, q, qd, tau, f, g, keep=same: aba_passes(m, q, qd, tau, f, g, f_ext_frame, keep)
+    fn = jax.custom_jvp(batchable(core, 128))
+    fn.defjvp(partial(aba_jvp, f_ext_frame), symbolic_zeros=True)
+    return fn
+
+
+@partial(jax.jit, static_argnames=("f_ext_frame",))
+def aba(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+    """Forward dynamics qdd = M^-1 (tau - h + J^T f_ext) (nv,) by the articulated-body
+    algorithm (:mod:`jaxdyn.dynamics.aba`).
+
+    Args:
+      q (nq,), qd (nv,), tau (nv,): configuration, velocity, joint torques.
+      f_ext: optional (nb, 6) external spatial forces on the bodies, rows [force; moment]
+        (Pinocchio order), in each body's frame (``f_ext_frame="local"``, Pinocchio's
+        convention) or in world coordinates about the world origin (``"world"``).
+      gravity: optional (3,) world gravity overriding ``model.gravity``.
+    Joint damping is not applied (as in Pinocchio's ``aba``); :func:`forward_dynamics`
+    applies it.  Derivatives use the implicit rule of
+    :func:`jaxdyn.dynamics.aba.aba_jvp`; ``jax.vmap`` runs batch-last chunks
+    (:mod:`jaxdyn.batching`).
+    """
+    model, (q, qd, tau) = _prepare(model, q=q, qd=qd, tau=tau)
+    check_gravity(model, gravity)
+    check_f_ext(model, f_ext, f_ext_frame)
+    if model.nv == 0:
+        return jnp.zeros_like(tau)
+    return _aba(f_ext_frame)(model, q, qd, tau, f_ext, gravity)
+
+
+@lru_cache(maxsize=None)
+def _rnea(f_ext_frame):
+    core = lambda m, q, qd, qdd, f, g, keep=same: rnea_passes(m, q, qd, qdd, f, g, f_ext_frame, keep)[0]
+    fn = jax.custom_jvp(batchable(core, 128))
+    fn.defjvp(lambda primals, tangents: jax.jvp(core, primals, tangents))
+    return fn
+
+
+@partial(jax.jit, static_argnames=("f_ext_frame",))
+def rnea(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"):
+    """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q) - J^T f_ext (nv,), including
+    ``armature * qdd``, by the recursive Newton-Euler algorithm (:mod:`jaxdyn.dynamics.rnea`).
+    Arguments as :func:`aba`."""
+    model, (q, qd, qdd) = _prepare(model, q=q, qd=qd, qdd=qdd)
+    check_gravity(model, gravity)
+    check_f_ext(model, f_ext, f_ext_frame)
+    if model.nv == 0:
+        return jnp.zeros_like(qdd)
+    return _rnea(f_ext_frame)(model, q, qd, qdd, f_ext, gravity)
+
+
+@lru_cache(maxsize=None)
+def _crba():
+    core = lambda m, q, keep=same: crba_passes(m, q, keep)
+    fn = jax.custom_jvp(batchable(core, 32))
+    fn.defjvp(lambda primals, tangents: jax.jvp(core, primals, tangents))
+    return fn
+
+
+@jax.jit
+def crba(model: Model, q):
+    """Joint-space inertia matrix M(q) (nv, nv), symmetric, armature on the diagonal, by the
+    composite-rigid-body algorithm (:mod:`jaxdyn.dynamics.crba`)."""
+    model, (q,) = _prepare(model, q=q)
+    if model.nv == 0:
+        return jnp.zeros((0, 0), q.dtype)
+    return _crba()(model, q)
+
+
+def _tied(out, primals):
+    """``out`` made to depend on every float leaf of ``primals`` (a select of two equal values,
+    which XLA folds away): under ``jax.vmap`` a derivative rule's outputs are then batched like
+    the ``custom_vmap`` rule's, which batches every output."""
+    floats = [a for a in jax.tree_util.tree_leaves(primals) if jnp.issubdtype(jnp.result_type(a), jnp.floating)]
+    p = jnp.isnan(sum(jnp.sum(a).astype(jax.tree_util.tree_leaves(out)[0].dtype) for a in floats))
+    return tmap(lambda a: jnp.where(p, a, a), out)
+
+
+def _autodiff_rule(core):
+    """A ``custom_jvp`` rule differentiating ``core`` (one state) itself."""
+    def rule(primals, tangents):
+        out, tan = jax.jvp(core, primals, tangents)
+        return _tied(out, primals), tan
+    return rule
+
+
+@lru_cache(maxsize=None)
+def _minv():
+    core = lambda m, q, keep=same: minv_aba(m, q, keep)
+    fn = jax.custom_jvp(batchable(core, 32))
+    fn.defjvp(_autodiff_rule(core))
+    return fn
+
+
+@partial(jax.jit, static_argnames=("method",))
+def minv(model: Model, q, method="aba"):
+    """M(q)^-1 (nv, nv), symmetric.  ``method``: "aba" (the articulated-body factorization
+    applied to every unit vector, :mod:`jaxdyn.dynamics.minv`), "cholesky" (CRBA and one
+    Cholesky factorization per tree) or "operator" (Rodriguez and Kreutz's innovations
+    inverse, :func:`jaxdyn.operator.minv_operator`).  A tree with a singular pivot (a massless
+    leaf on a joint) gives NaN on its own rows and columns with every method."""
+    model, (q,) = _prepare(model, q=q)
+    if method not in MINV_METHODS:
+        raise ArgumentError(f"unknown minv method {method!r}; available: {tuple(sorted(MINV_METHODS))}")
+    if model.nv == 0:
+        return jnp.zeros((0, 0), q.dtype)
+    if method == "aba":
+        return _minv()(model, q)
+    return MINV_METHODS[method](model, q)
+
+
+@partial(jax.jit, static_argnames=("method", "f_ext_frame"))
+def forward_dynamics(model: Model, q, qd, tau, method="aba", f_ext=None, gravity=None, f_ext_frame="local"):
+    """Joint accelerations qdd (nv,) under torques tau with the model's joint damping,
+    tau_eff = tau - damping * qd.  ``method``: "aba" (:func:`aba`), "crba" (CRBA and a Cholesky
+    solve per tree) or one of Saha's and Rodriguez-Kreutz's and Yamane-Nakamura's methods
+    (:func:`methods`); every method returns the same numbers to round-off."""
+    model, (q, qd, tau) = _prepare(model, q=q, qd=qd, tau=tau)
+    check_gravity(model, gravity)
+    check_f_ext(model, f_ext, f_ext_frame)
+    if method not in FD_METHODS:
+        raise ArgumentError(f"unknown forward-dynamics method {method!r}; available: {methods()}")
+    tau = tau - model.damping * qd
+    if model.nv == 0:
+        return jnp.zeros_like(tau)
+    if method == "aba":
+        return _aba(f_ext_frame)(model, q, qd, tau, f_ext, gravity)
+    return FD_METHODS[method](model, q, qd, tau, f_ext, gravity, f_ext_frame)
+
+
+def methods():
+    """Names accepted by ``forward_dynamics(method=...)``."""
+    return tuple(sorted(FD_METHODS))
+
+
+@lru_cache(maxsize=None)
+def _derivatives(fn):
+    terms = aba_derivatives_terms if fn == "aba" else rnea_derivatives_terms
+    core = lambda m, q, qd, x, keep=same: terms(m, q, qd, x, keep=keep)
+    f = jax.custom_jvp(batchable(core, 32))
+    f.defjvp(_autodiff_rule(core))
+    return f
+
+
+def _check_method(method):
+    if method not in DERIVATIVE_METHODS:
+        raise ArgumentError(f"method must be one of {DERIVATIVE_METHODS}, got {method!r}")
+
+
+@partial(jax.jit, static_argnames=("method",))
+def rnea_derivatives(model: Model, q, qd, qdd, method="analytic"):
+    """(dtau_dq, dtau_dqd, M), each (nv, nv), of tau = RNEA(q, qd, qdd) (Pinocchio's
+    ``computeRNEADerivatives``: dtau_dq in the tangent space at q; gravity included, joint
+    damping not).  ``method``: "analytic" (Carpentier and Mansard 2018,
+    :mod:`jaxdyn.dynamics.derivatives`) or "autodiff" (reverse mode through :func:`rnea`)."""
+    model, (q, qd, qdd) = _prepare(model, q=q, qd=qd, qdd=qdd)
+    _check_method(method)
+    if method == "analytic":
+        return _derivatives("rnea")(model, q, qd, qdd)
+    dq, dv = state_jacobians(lambda qq, vv: rnea(model, qq, vv, qdd), model, q, qd)
+    return dq, dv, crba(model, q)
+
+
+@partial(jax.jit, static_argnames=("method",))
+def aba_derivatives(model: Model, q, qd, tau, method="analytic"):
+    """(dqdd_dq, dqdd_dqd, Minv), each (nv, nv), of qdd = ABA(q, qd, tau) (Pinocchio's
+    ``computeABADerivatives``; dqdd_dtau = Minv; no joint damping).  ``method``: "analytic"
+    (-M^-1 (d tau / d q, d tau / d qd) at qdd = ABA(q, qd, tau), Carpentier and Mansard 2018)
+    or "autodiff" (reverse mode through :func:`aba`)."""
+    model, (q, qd, tau) = _prepare(model, q=q, qd=qd, tau=tau)
+    _check_method(method)
+    if method == "analytic":
+        return _derivatives("aba")(model, q, qd, tau)
+    dq, dv = state_jacobians(lambda qq, vv: aba(model, qq, vv, tau), model, q, qd)
+    return dq, dv, minv(model, q)
+
+
+@jax.jit
+def bias_forces(model: Model, q, qd, gravity=None):
+    """h(q, qd) = C(q, qd) qd + g(q) (Pinocchio's ``nonLinearEffects``), (nv,)."""
+    return rnea(model, q, qd, jnp.zeros_like(qd), gravity=gravity)
+
+
+@jax.jit
+def gravity_torques(model: Model, q, gravity=None):
+    """g(q), the generalized gravity (Pinocchio's ``computeGeneralizedGravity``), (nv,)."""
+    z = jnp.zeros(model.nv, jnp.result_type(q))
+    return rnea(model, q, z, z, gravity=gravity)
+
+
+# ------------------------------------------------------------------ stacks of different robots
+
+@dataclasses.dataclass(frozen=True)
+class Stack(Model):
+    """Robots of different structure as one batch: a :class:`jaxdyn.Model` on the *union* of
+    the members' trees (:func:`stack`) whose parameters have a leading lane axis, one lane per
+    robot.  ``jax.vmap(f)(stack, Q, ...)`` runs any jaxdyn function over the lanes as over
+    a model with a parameter per lane (one program, compiled once).
+
+    A lane's bodies that its member does not have are massless, on joints of unit armature
+    and zero damping, so they change nothing: with zero velocity and torque on their dofs
+    they keep zero acceleration.  States and results are in the union's layout: convert with
+    :meth:`q` and :meth:`v` (member -> union, inactive dofs neutral / zero) and
+    :meth:`member_q`, :meth:`member_v` (union -> member)."""
+    members: tuple = ()
+    body_maps: tuple = ()
+    lane_members: tuple = ()
+
+    def _dofs(self, j, kind):
+        return _member_dofs(self.topology, self.members[j], self.body_maps[j], kind)
+
+    def q(self, j, q):
+        """Member j's configuration(s) q (..., nq_j) in the union's layout (..., nq); the
+        joints j does not have at their neutral configuration."""
+        src, dst = self._dofs(j, "q")
+        base = np.asarray(_neutral_q(self.topology))
+        q = jnp.asarray(q)
+        out = jnp.broadcast_to(jnp.asarray(base, q.dtype), q.shape[:-1] + base.shape)
+        return out.at[..., dst].set(q[..., src])
+
+    def v(self, j, v):
+        """Member j's velocities, accelerations or torques (..., nv_j) in the union's layout
+        (..., nv), zero on the dofs j does not have."""
+        src, dst = self._dofs(j, "v")
+        v = jnp.asarray(v)
+        return jnp.zeros(v.shape[:-1] + (self.nv,), v.dtype).at[..., dst].set(v[..., src])
+
+    def member_q(self, j, q):
+        """A union-layout configuration (..., nq) as member j's (..., nq_j)."""
+        src, dst = self._dofs(j, "q")
+        return jnp.asarray(q)[..., dst[np.argsort(src)]]
+
+    def member_v(self, j, x):
+        """A union-layout velocity / acceleration / torque (..., nv) as member j's (..., nv_j);
+        for a matrix (..., nv, nv) apply it to both axes: ``member_v(j, member_v(j, M).mT)``."""
+        src, dst = self._dofs(j, "v")
+        return jnp.asarray(x)[..., dst[np.argsort(src)]]
+
+    def lanes(self, members) -> "Stack":
+        """The stack with one lane per entry of ``members`` (member indices, e.g.
+        ``np.repeat(np.arange(4), 1024)`` for 1024 lanes of each of 4 robots): each lane holds
+        the parameters of the member's first lane in this stack."""
+        members = np.asarray(members, int).reshape(-1)
+        first = {m: self.lane_members.index(m) for m in set(self.lane_members)}
+        bad = [m for m in members if m not in first]
+        if bad:
+            raise ArgumentError(f"stack.lanes: member {bad[0]} is not in this stack (members 0..{len(self.members) - 1})")
+        idx = np.asarray([first[m] for m in members])
+        out = jax.tree_util.tree_map(lambda a: a[idx], self)
+        return dataclasses.replace(out, lane_members=tuple(int(m) for m in members))
+
+
+jax.tree_util.register_dataclass(Stack, data_fields=list(PARAM_FIELDS),
+                                 meta_fields=["topology", "name", "members", "body_maps", "lane_members"])
+
+
+def _member_dofs(union, own, body_map, kind):
+    """(member indices, union indices) of a member's q (``kind`` "q") or v coordinates."""
+    addr = union.qaddr if kind == "q" else union.vaddr
+    own_addr = own.qaddr if kind == "q" else own.vaddr
+    src, dst = [], []
+    for i, u in enumerate(body_map):
+        n = int(own_addr[i + 1] - own_addr[i])
+        src += range(int(own_addr[i]), int(own_addr[i]) + n)
+        dst += range(int(addr[u]), int(addr[u]) + n)
+    return np.asarray(src, int), np.asarray(dst, int)
+
+
+def _neutral_q(topology):
+    q = []
+    for t in topology.jtype:
+        z = [0.0] * J.NQ[t]
+        if t in (J.SPHERICAL,):
+            z[3] = 1.0
+        elif t == J.FREE:
+            z[6] = 1.0
+        elif t in (J.REVOLUTE_UB,):
+            z[0] = 1.0
+        elif t == J.PLANAR:
+            z[2] = 1.0
+        q += z
+    return np.asarray(q)
+
+
+def _union(tops):
+    """The union of the trees ``tops`` (Topology): bodies of different members share a union
+    body when they sit at matching places (same joint type, matched parents), larger subtrees
+    matched first.  Returns (union parent list, joint types, per member the union body of each
+    of its bodies)."""
+    def size(node):
+        return 1 + sum(size(c) for c in node[2])
+
+    def merge(A, B):
+        """A's nodes (in order, merged with their matches) and B's unmatched nodes after them."""
+        out, used, matched = list(A), [False] * len(A), set()
+        for k in sorted(range(len(B)), key=lambda k: -size(B[k])):
+            b = B[k]
+            best = max((i for i, a in enumerate(A) if not used[i] and a[0] == b[0]), key=lambda i: size(A[i]),
+                       default=None)
+            if best is not None:
+                used[best] = True
+                matched.add(k)
+                out[best] = (A[best][0], A[best][1] + b[1], merge(A[best][2], b[2]))
+        return out + [b for k, b in enumerate(B) if k not in matched]
+
+    roots = []
+    for j, t in enumerate(tops):
+        kids = {i: [] for i in range(-1, t.nb)}
+        for i, p in enumerate(t.parent):
+            kids[p].append(i)
+
+        def build(i, j=j, t=t, kids=kids):
+            return (t.jtype[i], [(j, i)], [build(c) for c in kids[i]])
+        roots = merge(roots, [build(r) for r in kids[-1]])
+    parent, jtype, maps = [], [], [dict() for _ in tops]
+    stack = [(r, -1) for r in reversed(roots)]
+    while stack:                                   # depth-first preorder: parents before children
+        (t, owners, children), p = stack.pop()
+        u = len(parent)
+        parent.append(p), jtype.append(t)
+        for j, i in owners:
+            maps[j][i] = u
+        stack += [(c, u) for c in reversed(children)]
+    return parent, jtype, [tuple(m[i] for i in range(len(m))) for m in maps]
+
+
+def stack(models) -> Stack:
+    """Robots of different structure as one batch (:class:`Stack`): one lane per model, on the
+    union of their trees.  ``jax.vmap(jaxdyn.aba)(st, Q, V, T)`` with Q = ``jnp.stack([st.q(j,
+    q_j) ...])`` (the union's layout).  A batch of many lanes of a few robots:
+    ``st.lanes(np.repeat(np.arange(len(models)), 1024))``; per-lane parameters (e.g. masses
+    for domain randomization) by ``st.replace(mass=...)``."""
+    models = list(models)
+    if not models:
+        raise ArgumentError("stack needs at least one model")
+    for m in models:
+        if isinstance(m, Stack) or not isinstance(m, Model) or jnp.ndim(m.mass) != 1:
+            raise ArgumentError("stack takes single (unbatched) jaxdyn Models")
+    tops = [m.topology for m in models]
+    parent, jtype, maps = _union(tops)
+    nb = len(parent)
+    nf = sum(len(t.frame_names) for t in tops)
+    fnames = tuple(f"{j}/{n}" for j, t in enumerate(tops) for n in t.frame_names)
+    fbody = tuple(-1 if b < 0 else maps[j][b] for j, t in enumerate(tops) for b in t.frame_body)
+    topo = Topology(tuple(parent), tuple(jtype), tuple(f"body{i}" for i in range(nb)),
+                    tuple(f"joint{i}" for i in range(nb)), fnames, fbody)
+    nq, nv = topo.nq, topo.nv
+    lanes = []
+    f0 = 0
+    for j, (m, t) in enumerate(zip(models, tops)):
+        p = {k: np.asarray(getattr(m, k)) for k in PARAM_FIELDS}
+        u = np.asarray(maps[j], int)
+        L = dict(Xtree_E=np.tile(np.eye(3), (nb, 1, 1)), Xtree_r=np.zeros((nb, 3)), axis=np.tile([0, 0, 1.0], (nb, 1)),
+                 pitch=np.zeros(nb), mass=np.zeros(nb), com=np.zeros((nb, 3)), inertia=np.zeros((nb, 3, 3)),
+                 armature=np.ones(nv), damping=np.zeros(nv), q_lower=np.full(nq, -np.inf), q_upper=np.full(nq, np.inf),
+                 frame_E=np.tile(np.eye(3), (nf, 1, 1)), frame_r=np.zeros((nf, 3)), gravity=p["gravity"])
+        for k in ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia"):
+            L[k][u] = p[k]
+        sv, dv = _member_dofs(topo, t, maps[j], "v")
+        sq, dq = _member_dofs(topo, t, maps[j], "q")
+        L["armature"][dv], L["damping"][dv] = p["armature"][sv], p["damping"][sv]
+        L["q_lower"][dq], L["q_upper"][dq] = p["q_lower"][sq], p["q_upper"][sq]
+        n = len(t.frame_names)
+        L["frame_E"][f0:f0 + n], L["frame_r"][f0:f0 + n] = p["frame_E"], p["frame_r"]
+        f0 += n
+        lanes.append(L)
+    leaves = {k: jax.device_put(np.stack([L[k] for L in lanes]).astype(np.result_type(*[lanes[0][k]])))
+              for k in PARAM_FIELDS}
+    return Stack(**leaves, topology=topo, name="stack[" + ",".join(m.name for m in models) + "]", members=tuple(tops),
+                 body_maps=tuple(maps), lane_members=tuple(range(len(models))))
