@@ -31,7 +31,7 @@ from .dynamics.opspace import (opspace_inverse_inertia as opspace_inverse_inerti
                                opspace_inertia as opspace_inertia)
 from .batching import (aba as aba, rnea as rnea, crba as crba, minv as minv, bias_forces as bias_forces,
                        gravity_torques as gravity_torques, forward_dynamics as forward_dynamics,
-                       methods as methods, rnea_derivatives as rnea_derivatives,
+                       methods as methods, minv_methods as minv_methods, rnea_derivatives as rnea_derivatives,
                        aba_derivatives as aba_derivatives, stack as stack, Stack as Stack)
 from .constraints import (Constraint as Constraint, ClosedModel as ClosedModel,
                           close_loops as close_loops,

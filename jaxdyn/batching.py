@@ -39,7 +39,7 @@ from .dynamics.derivatives import METHODS as DERIVATIVE_METHODS, state_jacobians
 from .dynamics.minv import minv_aba
 from .dynamics.registry import FD_METHODS, MINV_METHODS
 from .dynamics.rnea import rnea_passes
-from .errors import ArgumentError
+from .errors import ArgumentError, ShapeError
 from .model import joints as J
 from .model.model import PARAM_FIELDS, Model, Topology, cast, check_state, state_dtype
 from .tree import same
@@ -256,6 +256,11 @@ def methods():
     return tuple(sorted(FD_METHODS))
 
 
+def minv_methods():
+    """Names accepted by ``minv(method=...)``."""
+    return tuple(sorted(MINV_METHODS))
+
+
 @lru_cache(maxsize=None)
 def _derivatives(fn):
     terms = aba_derivatives_terms if fn == "aba" else rnea_derivatives_terms
@@ -326,16 +331,23 @@ class Stack(Model):
     :meth:`q` and :meth:`v` (member -> union, inactive dofs neutral / zero) and
     :meth:`member_q`, :meth:`member_v` (union -> member)."""
     members: tuple = ()
+    member_names: tuple = ()
     body_maps: tuple = ()
     lane_members: tuple = ()
 
-    def _dofs(self, j, kind):
+    def _dofs(self, j, kind, x=None):
+        if not 0 <= j < len(self.members):
+            raise ArgumentError(f"{self.name}: member {j} is not in this stack (members 0..{len(self.members) - 1})")
+        n = self.members[j].nq if kind == "q" else self.members[j].nv
+        if x is not None and (jnp.ndim(x) == 0 or jnp.shape(x)[-1] != n):
+            raise ShapeError(f"{self.name}: member {j} ({self.member_names[j]!r}) needs {kind} of shape (..., {n}), "
+                             f"got {jnp.shape(x)}")
         return _member_dofs(self.topology, self.members[j], self.body_maps[j], kind)
 
     def q(self, j, q):
         """Member j's configuration(s) q (..., nq_j) in the union's layout (..., nq); the
         joints j does not have at their neutral configuration."""
-        src, dst = self._dofs(j, "q")
+        src, dst = self._dofs(j, "q", q)
         base = np.asarray(_neutral_q(self.topology))
         q = jnp.asarray(q)
         out = jnp.broadcast_to(jnp.asarray(base, q.dtype), q.shape[:-1] + base.shape)
@@ -344,7 +356,7 @@ class Stack(Model):
     def v(self, j, v):
         """Member j's velocities, accelerations or torques (..., nv_j) in the union's layout
         (..., nv), zero on the dofs j does not have."""
-        src, dst = self._dofs(j, "v")
+        src, dst = self._dofs(j, "v", v)
         v = jnp.asarray(v)
         return jnp.zeros(v.shape[:-1] + (self.nv,), v.dtype).at[..., dst].set(v[..., src])
 
@@ -374,7 +386,8 @@ class Stack(Model):
 
 
 jax.tree_util.register_dataclass(Stack, data_fields=list(PARAM_FIELDS),
-                                 meta_fields=["topology", "name", "members", "body_maps", "lane_members"])
+                                 meta_fields=["topology", "name", "members", "member_names", "body_maps",
+                                              "lane_members"])
 
 
 def _member_dofs(union, own, body_map, kind):
@@ -490,4 +503,5 @@ def stack(models) -> Stack:
     leaves = {k: jax.device_put(np.stack([L[k] for L in lanes]).astype(np.result_type(*[lanes[0][k]])))
               for k in PARAM_FIELDS}
     return Stack(**leaves, topology=topo, name="stack[" + ",".join(m.name for m in models) + "]", members=tuple(tops),
-                 body_maps=tuple(maps), lane_members=tuple(range(len(models))))
+                 member_names=tuple(m.name for m in models), body_maps=tuple(maps),
+                 lane_members=tuple(range(len(models))))

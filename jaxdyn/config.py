@@ -133,7 +133,7 @@ def validate(raw: dict, name: str) -> dict:
     if ratio > MAX_STEPS:
         raise ConfigError(f"{name}: simulation.T / simulation.dt = {ratio:.3g} samples; at most {MAX_STEPS} "
                           "are allowed (lengthen dt or shorten T)")
-    from .dynamics.forward import methods
+    from .batching import methods
     from .io.mechanisms import MECHANISMS, STRUCTURED
     rname = cfg["robot"]["name"]
     closed = rname in MECHANISMS

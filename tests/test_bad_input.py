@@ -1,4 +1,5 @@
 """Bad input raises a named exception that names the offending item."""
+import jax
 import numpy as np
 import pytest
 
@@ -96,18 +97,18 @@ def test_state_shapes_checked_at_call_entry():
 
 
 @pytest.mark.named_errors
-def test_pad_state_pads_the_last_axis_and_names_a_too_long_state():
-    """pad_state zero-pads one state or a batch (host path), equally under jit (traced path),
-    and names the model when the state is longer than the padded length."""
+def test_stack_states_convert_and_name_a_wrong_length():
+    """A stack converts a member's state to its layout and back (one state or a batch), under
+    jit too, and names the stack and the member when the state has the wrong length."""
     import jax
-    m = jaxdyn.robots.puma560()
-    x = np.arange(12.0).reshape(2, 6)
-    want = np.concatenate([x, np.zeros((2, 3))], 1)
-    np.testing.assert_array_equal(jaxdyn.pad_state(m, x, 9), want)
-    np.testing.assert_array_equal(jaxdyn.pad_state(m, list(x[1]), 9), want[1])
-    np.testing.assert_array_equal(jax.jit(lambda a: jaxdyn.pad_state(m, a, 9))(x), want)
-    with pytest.raises(ShapeError, match="puma560"):
-        jaxdyn.pad_state(m, np.ones(10), 9)
+    st = jaxdyn.stack([jaxdyn.robots.puma560(), jaxdyn.robots.planar3()])
+    x = np.arange(6.0).reshape(2, 3)
+    for f in (lambda a: st.member_v(1, st.v(1, a)), jax.jit(lambda a: st.member_v(1, st.v(1, a)))):
+        np.testing.assert_array_equal(f(x), x)
+    with pytest.raises(ShapeError, match=r"member 1 \('planar3'\) needs v of shape \(\.\.\., 3\)"):
+        st.v(1, np.ones(4))
+    with pytest.raises(ShapeError, match="member 0"):
+        st.q(0, np.ones(3))
 
 
 def test_urdf_triangle_violation_warns_not_raises(tmp_path):
@@ -156,16 +157,14 @@ def test_runtime_argument_catalogue():
         (lambda: jax.jit(jaxdyn.aba)(m, [0.0] * 6, z, z), ShapeError, r"q must be an array.*got list"),
         (lambda: jaxdyn.rnea(m, z, z, z, gravity=np.zeros(2)), ShapeError, r"gravity must have shape \(3,\)"),
         (lambda: jaxdyn.aba(m, z, z, z, gravity=np.zeros((3, 1))), ShapeError, r"gravity must have shape \(3,\)"),
-        (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6)), np.zeros((2, 6)), np.zeros((2, 6)), gravity=np.zeros(4)),
+        (lambda: jax.vmap(jaxdyn.aba, (None, 0, 0, 0, None, None))(m, np.zeros((2, 6)), np.zeros((2, 6)),
+                                                                  np.zeros((2, 6)), None, np.zeros(4)),
          ShapeError, r"gravity"),
-        (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6)), np.zeros((2, 6)), np.zeros((2, 6)), chunk=0),
-         ArgumentError, r"chunk must be a positive int"),
-        (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6)), np.zeros((2, 6)), np.zeros((2, 6)), chunk=-4),
-         ArgumentError, r"chunk"),
-        (lambda: jaxdyn.aba_batch(m, np.zeros((2, 6), np.int64), np.zeros((2, 6)), np.zeros((2, 6))),
-         ShapeError, r"q must be a floating-point array"),
-        (lambda: jaxdyn.aba_batch(m, None, np.zeros((2, 6)), np.zeros((2, 6))), ShapeError, r"q must be an array"),
-        (lambda: jaxdyn.jit(jaxdyn.aba(m, z, z, z)), ArgumentError, r"jaxdyn.jit needs a function.*got ArrayImpl"),
+        (lambda: jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(m, np.zeros((2, 6), np.int64), np.zeros((2, 6)),
+                                                      np.zeros((2, 6))), ShapeError, r"q must be a floating-point array"),
+        (lambda: jaxdyn.minv(m, z, method="magic"), ArgumentError, r"unknown minv method 'magic'"),
+        (lambda: jaxdyn.aba_derivatives(m, z, z, z, method="fd"), ArgumentError, r"method must be one of"),
+        (lambda: jaxdyn.stack([]), ArgumentError, r"stack needs at least one model"),
     ]
     for fn, exc, pat in cases:
         with pytest.raises(exc, match=pat):
@@ -284,7 +283,7 @@ def test_singular_tree_is_nan_other_trees_exact():
                  axis=np.array([[0, 1.0, 0]]), Xtree_r=np.array([[0, 0, 1.0]]), com=np.array([[0.3, 0, 0]]))
     ref = jaxdyn.aba(jaxdyn.build_model(**alone), q[2:], v[2:], tau[2:])
     np.testing.assert_allclose(qdd[2], ref[0], rtol=1e-14)
-    qb = np.asarray(jaxdyn.aba_batch(m, q[None], v[None], tau[None]))[0]
+    qb = np.asarray(jax.vmap(jaxdyn.aba, (None, 0, 0, 0))(m, q[None], v[None], tau[None]))[0]
     assert np.array_equal(np.isnan(qb), np.isnan(qdd))
 
 

@@ -37,35 +37,28 @@ def test_rnea_aba_crba_identities(i):
         np.testing.assert_allclose(jaxdyn.kinetic_energy(m, q, qd), 0.5 * qd @ M @ qd, rtol=1e-12)
 
 
-def test_closed_form_rnea_and_aba_equal_the_recursive_passes():
-    """One state: rnea (closed form: ancestry products, root transforms by pointer jumping)
-    equals the two recursive sweeps (rnea_recursive), and aba equals the four-pass ABA
-    (aba_unwrapped): on a floating-base random tree with every joint type, with f_ext in both
-    frames and a gravity override, for the static topology (a closed-over model: aba's closed
-    form, M^-1 (tau - h)); on a fixed-base forest (a second root: one Cholesky solve per tree)
-    with its topology static, and traced (a model passed to jit after replace: aba runs the
-    batch-last kernels' sweeps without the batch axis).  One compiled program per case."""
-    from jaxdyn.dynamics import aba_unwrapped
-    from jaxdyn.dynamics.rnea import rnea_recursive
+def test_algorithms_agree_with_f_ext_gravity_and_forests():
+    """rnea(aba(tau)) = tau with f_ext in both frames and a gravity override, forward dynamics
+    by CRBA and Cholesky equals aba, on a floating random tree with every joint type and on a
+    fixed-base forest (two roots: one Cholesky solve per tree).  Three states per program."""
     g = jnp.array([0.5, -1.0, -9.0])
-
-    def pairs(m, q, qd, x, f, frames):
-        out = []
-        for frame in frames:
-            out += [jaxdyn.rnea(m, q, qd, x, f, g, frame), rnea_recursive(m, q, qd, x, f, g, frame),
-                    jaxdyn.aba(m, q, qd, x, f, g, frame), aba_unwrapped(m, q, qd, x, f, g, frame)]
-        return out
-
     tree = jaxdyn.robots.random_tree(11, 0.5, 7, floating_base=True)
     fixed = jaxdyn.robots.random_tree(11, 0.5, 8)
-    forest = fixed.replace(parent=fixed.parent.at[6].set(-1))
-    for m, traced, frames in ((tree, False, ("local", "world")), (forest, True, ("local",)),
-                              (forest, False, ("local",))):
+    forest = fixed.replace(parent=np.where(np.arange(fixed.nb) == 6, -1, fixed.parent))
+    for m, frames in ((tree, ("local", "world")), (forest, ("local",))):
         states = [rand_state(m, s) for s in range(3)]
         Q, V, X = (jnp.stack(a) for a in zip(*states))
         F = jnp.asarray(np.random.default_rng(1).normal(size=(3, m.nb, 6)))
-        run = lambda mm, *a: jax.lax.map(lambda s: pairs(mm, *s, frames), a)
-        out = jax.jit(run)(m, Q, V, X, F) if traced else jax.jit(lambda *a: run(m, *a))(Q, V, X, F)
+
+        def one(q, qd, x, f):
+            out = []
+            for frame in frames:
+                qdd = jaxdyn.aba(m, q, qd, x, f, g, frame)
+                out += [jaxdyn.rnea(m, q, qd, qdd, f, g, frame), x]
+            qdd = jaxdyn.forward_dynamics(m, q, qd, x, gravity=g)
+            out += [jaxdyn.forward_dynamics(m, q, qd, x, method="crba", gravity=g), qdd]
+            return out
+        out = jax.jit(lambda *a: jax.lax.map(lambda s: one(*s), a))(Q, V, X, F)
         for i in range(0, len(out), 2):
             np.testing.assert_allclose(out[i], out[i + 1], rtol=1e-10, atol=1e-10, err_msg=f"pair {i // 2}")
 
@@ -95,30 +88,20 @@ def test_revolute_unbounded_equals_revolute():
 
 
 def test_stacked_heterogeneous_models_under_vmap():
+    """Forward kinematics over a stack equals each member's, body by body (through the
+    stack's body maps); aba, rnea and crba are checked in test_batching."""
     panda = jaxdyn.load_urdf(urdf_path("panda"))
     ms = [jaxdyn.robots.puma560(), jaxdyn.robots.stanford_arm(), panda,
           jaxdyn.robots.random_tree(5, 0.5, 1, floating_base=True)]
     big = jaxdyn.stack(ms)
-    assert big.nq == max(m.nq for m in ms) and big.nv == max(m.nv for m in ms)
-    qs, qds, taus = [], [], []
-    for j, m in enumerate(ms):
-        q, qd, tau = rand_state(m, j)
-        qs.append(jaxdyn.pad_state(m, q, big.nq)); qds.append(jaxdyn.pad_state(m, qd, big.nv))
-        taus.append(jaxdyn.pad_state(m, tau, big.nv))
-    Q, QD, T = jnp.stack(qs), jnp.stack(qds), jnp.stack(taus)
+    qs = [rand_state(m, j)[0] for j, m in enumerate(ms)]
+    Q = jnp.stack([big.q(j, q) for j, q in enumerate(qs)])
     R, P = jax.vmap(jaxdyn.forward_kinematics)(big, Q)
-    qdd = jax.vmap(jaxdyn.aba)(big, Q, QD, T)
-    tau_back = jax.vmap(jaxdyn.rnea)(big, Q, QD, qdd)
-    Ms = jax.vmap(jaxdyn.crba)(big, Q)
     for j, m in enumerate(ms):
-        Rj, Pj = jaxdyn.forward_kinematics(m, Q[j, :m.nq])
-        np.testing.assert_allclose(P[j, :m.nb], Pj, atol=1e-12)
-        np.testing.assert_allclose(R[j, :m.nb], Rj, atol=1e-12)
-        np.testing.assert_allclose(qdd[j, :m.nv], jaxdyn.aba(m, Q[j, :m.nq], QD[j, :m.nv], T[j, :m.nv]), atol=1e-10)
-        np.testing.assert_allclose(qdd[j, m.nv:], T[j, m.nv:], atol=0)  # padded dofs: unit inertia
-        np.testing.assert_allclose(tau_back[j], T[j], atol=1e-10)
-        np.testing.assert_allclose(Ms[j, :m.nv, :m.nv], jaxdyn.crba(m, Q[j, :m.nq]), atol=1e-10)
-        np.testing.assert_allclose(Ms[j, m.nv:, m.nv:], np.eye(big.nv - m.nv), atol=0)
+        Rj, Pj = jaxdyn.forward_kinematics(m, qs[j])
+        u = np.asarray(big.body_maps[j])
+        np.testing.assert_allclose(P[j, u], Pj, atol=1e-12)
+        np.testing.assert_allclose(R[j, u], Rj, atol=1e-12)
 
 
 def test_integrate_difference_roundtrip():
@@ -213,50 +196,41 @@ def test_every_method_is_nan_on_the_singular_tree_only():
 
 
 def test_tree_solve_is_blockwise_with_nan_per_tree():
-    """closed_form.tree_solve: M block diagonal over trees (masks), one Cholesky per tree.  It
+    """forward.tree_solve: M block diagonal over trees (masks), one Cholesky per tree.  It
     equals numpy's solve of each block; a block that is not positive definite gives NaN on
-    its own dofs only; a dof in no tree (padding) gets x = b."""
-    from jaxdyn.dynamics.closed_form import tree_solve
+    its own dofs only."""
+    from jaxdyn.dynamics.forward import tree_solve
     rng = np.random.default_rng(0)
     A, B = rng.normal(size=(3, 3)), rng.normal(size=(2, 2))
     A, B = A @ A.T + 3 * np.eye(3), B @ B.T + 2 * np.eye(2)
-    idx_a, idx_b = [0, 2, 5], [1, 4]                     # interleaved trees, dof 3 padded
-    M = np.zeros((6, 6))
+    idx_a, idx_b = [0, 2, 4], [1, 3]                     # interleaved trees
+    M = np.zeros((5, 5))
     M[np.ix_(idx_a, idx_a)], M[np.ix_(idx_b, idx_b)] = A, B
-    masks = np.zeros((2, 6))
+    masks = np.zeros((2, 5))
     masks[0, idx_a], masks[1, idx_b] = 1.0, 1.0
-    b = rng.normal(size=6)
+    b = rng.normal(size=5)
     x = np.asarray(jax.jit(lambda M, b: tree_solve(M, b, masks))(M, b))
     np.testing.assert_allclose(x[idx_a], np.linalg.solve(A, b[idx_a]), rtol=1e-13)
     np.testing.assert_allclose(x[idx_b], np.linalg.solve(B, b[idx_b]), rtol=1e-13)
-    assert x[3] == b[3]
     Ms = M.copy()
     Ms[np.ix_(idx_b, idx_b)] = [[1.0, 2.0], [2.0, 1.0]]   # indefinite block
     x = np.asarray(tree_solve(jnp.asarray(Ms), jnp.asarray(b), masks))
-    assert np.all(np.isnan(x[idx_b])) and np.all(np.isfinite(x[idx_a] + x[3]))
+    assert np.all(np.isnan(x[idx_b])) and np.all(np.isfinite(x[idx_a]))
     np.testing.assert_allclose(x[idx_a], np.linalg.solve(A, b[idx_a]), rtol=1e-13)
 
 
 def test_q_off_the_unit_sphere_is_its_projection():
     """Quaternions and (cos, sin) pairs are normalized inside the joint transforms: at a q off
-    the unit sphere (every rotation coordinate scaled and perturbed), rnea, crba and aba of one
-    state (their closed forms) equal the same functions at jaxdyn.normalize(q), and equal the
-    recursive sweeps that their derivative rules differentiate (before the normalization the
-    closed forms, which take E^T as E^-1 elsewhere than the sweeps, differed from them by
-    O(|q| - 1)).  A floating random tree with every joint type; one compiled call."""
-    from jaxdyn.dynamics import aba_unwrapped
-    from jaxdyn.dynamics.crba import crba_sweep
-    from jaxdyn.dynamics.rnea import rnea_recursive
+    the unit sphere (every rotation coordinate scaled and perturbed), rnea, crba, aba and the
+    kinematics equal the same functions at jaxdyn.normalize(q).  A floating random tree with
+    every joint type; one compiled call."""
     m = jaxdyn.robots.random_tree(10, 0.4, 3, floating_base=True)
     q, qd, x = rand_state(m, 0)
     off = q * 1.3 + 0.05 * jnp.asarray(np.random.default_rng(2).normal(size=m.nq))
 
     def all_of(q):
-        return (jaxdyn.rnea(m, q, qd, x), jaxdyn.crba(m, q), jaxdyn.aba(m, q, qd, x),
-                rnea_recursive(m, q, qd, x, None, None, "local"), crba_sweep(m, q),
-                aba_unwrapped(m, q, qd, x))
+        return (jaxdyn.rnea(m, q, qd, x), jaxdyn.crba(m, q), jaxdyn.aba(m, q, qd, x), jaxdyn.forward_kinematics(m, q)[0])
 
     at_off, at_unit = jax.jit(lambda a, b: (all_of(a), all_of(b)))(off, jaxdyn.normalize(m, off))
-    for i, name in enumerate(("rnea", "crba", "aba")):
+    for i, name in enumerate(("rnea", "crba", "aba", "fk")):
         np.testing.assert_allclose(at_off[i], at_unit[i], rtol=1e-11, atol=1e-11, err_msg=name)
-        np.testing.assert_allclose(at_off[i], at_off[i + 3], rtol=1e-10, atol=1e-10, err_msg=name + " sweeps")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
+from jaxdyn.dynamics import slots
 from helpers import close, rng_states
 
 METHODS = ("udut", "operator_fd1", "operator_fd2", "operator_fd3", "operator_fd4", "virtual_work")
@@ -75,7 +76,7 @@ def test_methods_equal_aba_urdf(robot_pair, name):
         Mi = pin.computeMinverse(pm, pd, qi)
         Mi = np.triu(Mi) + np.triu(Mi, 1).T
         close(jaxdyn.minv(m, q[i], method="operator"), Mi, err="operator M^-1 vs pin")
-        close(jaxdyn.udut_inverse(m, q[i]), Mi, err="Saha explicit inverse vs pin")
+        close(jaxdyn.saha.udut_inverse(m, q[i]), Mi, err="Saha explicit inverse vs pin")
         # virtual-work joint wrenches = Pinocchio's joint forces data.f after rnea
         qdd, w = jaxdyn.virtual_work(m, q[i], qd[i], tau[i])
         pin.rnea(pm, pd, qi, np.asarray(qd[i]), np.asarray(qdd))
@@ -87,14 +88,14 @@ def test_methods_equal_aba_urdf(robot_pair, name):
 def test_factorizations(name):
     m = builtin_models()[name]
     m = dataclasses.replace(m, armature=jnp.linspace(0.05, 0.5, m.nv))   # armature enters D
-    anc = np.asarray(jaxdyn.kinematics.ancestors(m))[:-1]
+    anc = np.asarray(jaxdyn.kinematics.ancestors(m))
     body_of = np.full(m.nv, -1)
     for b, row in enumerate(np.asarray(m.vidx)):
         body_of[row[row < m.nv]] = b
     for s in range(2):
         q = jaxdyn.random_configuration(m, jax.random.PRNGKey(s))
         M = jaxdyn.crba(m, q)
-        U, D = jaxdyn.udut(m, q)
+        U, D = jaxdyn.saha.udut(m, q)
         close(U @ D @ U.T, M, err="U D U^T = M")
         # U: unit diagonal, U[i, j] = 0 unless body(i) is body(j) or an ancestor (no fill-in)
         np.testing.assert_allclose(np.diag(U), 1.0, atol=1e-14)
@@ -103,7 +104,7 @@ def test_factorizations(name):
         # D block diagonal per joint
         same = body_of[:, None] == body_of[None, :]
         assert np.all(np.abs(np.asarray(D))[~same] == 0)
-        K, Dk, Kinv = jaxdyn.innovations_operators(m, q)
+        K, Dk, Kinv = jaxdyn.operator.innovations_operators(m, q)
         close(K, U, err="(1 + H Phi L) = Saha's U")
         close(Dk, D)
         close(K @ Dk @ K.T, M, err="(4.11)")
@@ -111,11 +112,11 @@ def test_factorizations(name):
         Mi = np.linalg.inv(np.asarray(M))
         close(Kinv.T @ np.linalg.inv(np.asarray(Dk)) @ Kinv, Mi, err="(4.16)")
         close(jaxdyn.minv(m, q, method="operator"), Mi)
-        close(jaxdyn.udut_inverse(m, q), Mi)
+        close(jaxdyn.saha.udut_inverse(m, q), Mi)
         # Saha's DeNOC matrices (2)-(5) and the GIM elements (6)
-        dn = jaxdyn.denoc(m, q)
+        dn = jaxdyn.saha.denoc(m, q)
         close(dn.N_d.T @ dn.N_l.T @ dn.M @ dn.N_l @ dn.N_d + jnp.diag(m.armature), M, err="(2)")
-        close(jaxdyn.gim_denoc(m, q), M, err="(6)")
+        close(jaxdyn.saha.gim_denoc(m, q), M, err="(6)")
         # all methods still agree with ABA with armature and damping (virtual work: NaN, documented)
         r = np.random.default_rng(s)
         qd, tau = jnp.asarray(r.normal(size=m.nv)), jnp.asarray(r.normal(size=m.nv))
@@ -130,7 +131,7 @@ def test_denoc_twists_are_mass_centre_velocities():
     m = builtin_models()["tree_sph"]
     q = jaxdyn.random_configuration(m, jax.random.PRNGKey(4))
     qd = jnp.asarray(np.random.default_rng(4).normal(size=m.nv))
-    dn = jaxdyn.denoc(m, q)
+    dn = jaxdyn.saha.denoc(m, q)
     t = (dn.N_l @ dn.N_d @ qd).reshape(m.nb, 6)
     for b, name in enumerate(m.body_names):
         vC = jaxdyn.point_velocity(m, q, qd, name, m.com[b])           # world-frame velocity of C_b
@@ -145,11 +146,12 @@ def test_virtual_work_wrenches_equal_rnea():
 
         def both(q, qd, tau, f):
             qdd, w = jaxdyn.virtual_work(m, q, qd, tau, f_ext=f)
-            return qdd, w, jaxdyn.joint_wrenches(m, q, qd, qdd, f_ext=f), jaxdyn.joint_transforms(m, q)[1]
+            S = slots.padded(m, jaxdyn.kinematics.joint_transforms(m, q)[1])
+            return qdd, w, jaxdyn.joint_wrenches(m, q, qd, qdd, f_ext=f), S
         qdd, w, wr, S = jax.jit(jax.vmap(both))(q, qd, tau, fx)
         close(w, wr, err=name)
         # the constraint part does no work: S^T wrench = tau on every joint
-        tb = jax.vmap(lambda t: jaxdyn.dynamics.common.per_body(m, t))(tau) * jaxdyn.dynamics.common.dof_mask(m)[None]
+        tb = jax.vmap(lambda t: slots.per_body(m, t))(tau) * slots.dof_mask(m)[None]
         wf = jnp.concatenate([w[..., 3:], w[..., :3]], -1)
         close(jnp.einsum("bkij,bki->bkj", S, wf), tb, err=name + " S^T f = tau")
 
@@ -158,7 +160,7 @@ def test_operator_fd2_link_accelerations():
     """FD2's alpha (5.6) are the bodies' spatial accelerations under the computed qdd."""
     m = builtin_models()["tree_float"]
     q, qd, tau, _ = batch_states(m, 1, 6)
-    qdd, alpha = jaxdyn.operator_fd2(m, q[0], qd[0], tau[0])
+    qdd, alpha = jaxdyn.operator.operator_fd2(m, q[0], qd[0], tau[0])
     close(qdd, jaxdyn.aba(m, q[0], qd[0], tau[0]))
     for b, name in enumerate(m.body_names):
         close(alpha[b], jaxdyn.frame_acceleration(m, q[0], qd[0], qdd, name, reference="local"), err=name)
@@ -223,10 +225,10 @@ def test_stacked_heterogeneous_models():
     for i, m in enumerate(ms):
         q, qd, tau, _ = batch_states(m, 1, 20 + i)
         qs.append(q[0]); qds.append(qd[0]); taus.append(tau[0])
-    Q = jnp.stack([jaxdyn.pad_state(m, q, big.nq) for m, q in zip(ms, qs)])
-    QD = jnp.stack([jaxdyn.pad_state(m, v, big.nv) for m, v in zip(ms, qds)])
-    T = jnp.stack([jaxdyn.pad_state(m, t, big.nv) for m, t in zip(ms, taus)])
-    for meth in METHODS:
+    Q = jnp.stack([big.q(i, q) for i, q in enumerate(qs)])
+    QD = jnp.stack([big.v(i, v) for i, v in enumerate(qds)])
+    T = jnp.stack([big.v(i, t) for i, t in enumerate(taus)])
+    for meth in [k for k in METHODS if k != "virtual_work"]:     # the stack's unit armature
         out = jax.vmap(lambda mm, a, b, c: jaxdyn.forward_dynamics(mm, a, b, c, method=meth))(big, Q, QD, T)
         for i, m in enumerate(ms):
-            close(out[i, :m.nv], jaxdyn.aba(m, qs[i], qds[i], taus[i]), err=f"{meth} robot {i}")
+            close(big.member_v(i, out[i]), jaxdyn.aba(m, qs[i], qds[i], taus[i]), err=f"{meth} robot {i}")

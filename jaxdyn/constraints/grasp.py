@@ -61,7 +61,7 @@ from ..dynamics.opspace import opspace_inverse_inertia
 from ..errors import ModelError
 from ..kinematics import frame_pose, frame_terms
 from ..model import joints as J
-from ..model.model import build_model
+from ..model.model import build_model, stack_parameters
 from ..spatial.rotations import log3
 from .solve import prox_solve
 
@@ -126,7 +126,6 @@ def grasp_system(obj, arms, tip, grasps, contacts="weld") -> GraspSystem:
     Models of one structure (base placement in the root Xtree), the arms' tip frame name, the
     object's grasp frame names (one per arm) and the contact kind (one for all, or one per
     grasp; see :data:`CONTACTS`).  Raises ModelError naming what does not fit."""
-    from ..model.stack import stack
     arms = list(arms)
     if not arms:
         raise ModelError("grasp_system needs at least one arm")
@@ -155,7 +154,7 @@ def grasp_system(obj, arms, tip, grasps, contacts="weld") -> GraspSystem:
             raise ModelError(f"grasp_system: grasp {i} ({grasps[i]!r}): unknown contact kind {k!r}; kinds are "
                              f"{sorted(CONTACTS)}")
     kinds = () if all(k == "weld" for k in kinds) else kinds
-    return GraspSystem(obj, stack(arms), a0.frame_names.index(tip), tuple(obj.frame_names.index(g) for g in grasps),
+    return GraspSystem(obj, stack_parameters(arms), a0.frame_names.index(tip), tuple(obj.frame_names.index(g) for g in grasps),
                        len(arms), kinds, forest([obj] + arms, f"{obj.name}+{len(arms)}_arms"))
 
 

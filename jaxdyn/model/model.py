@@ -408,3 +408,17 @@ def cast(model: Model, dtype) -> Model:
     float32 against a float64 model)."""
     return jax.tree_util.tree_map(lambda a: a.astype(dtype) if a.dtype != dtype else a, model)
 
+
+
+def stack_parameters(models) -> Model:
+    """Models of one structure (parents, joint types and frame bodies equal) as one Model with
+    a leading axis on every parameter, for ``jax.vmap`` (the first model's names).  Robots of
+    different structure: :func:`jaxdyn.stack`."""
+    models = list(models)
+    t0 = models[0].topology
+    for i, m in enumerate(models):
+        t = m.topology
+        if (t.parent, t.jtype, t.frame_body) != (t0.parent, t0.jtype, t0.frame_body):
+            raise ModelError(f"stack_parameters: model {i} ({m.name!r}) does not have the structure of model 0 "
+                             f"({models[0].name!r})")
+    return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *[m.replace(topology=t0, name=models[0].name) for m in models])
