@@ -21,7 +21,7 @@ from .kinematics import (forward_kinematics as forward_kinematics, frame_pose as
                          jdot_qdot as jdot_qdot, point_velocity as point_velocity,
                          point_acceleration as point_acceleration,
                          inverse_kinematics as inverse_kinematics)
-from .dynamics import udut as saha, operator as operator  # noqa: F401  (register their methods)
+from . import saha as saha, operators as operators
 from .dynamics.virtual_work import virtual_work as virtual_work
 from .dynamics.rnea import joint_wrenches as joint_wrenches
 from .dynamics.energy import (kinetic_energy as kinetic_energy, potential_energy as potential_energy,

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ._typing import BodyWrenches, Configuration, Gravity, JointMatrix, Tangent
 from .dynamics.aba import aba_jvp, aba_passes
 from .dynamics.common import check_f_ext, check_gravity
 from .dynamics.crba import crba_passes
@@ -128,7 +129,8 @@ def _aba(f_ext_frame):
 
 
 @partial(jax.jit, static_argnames=("f_ext_frame",))
-def aba(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWrenches | None = None,
+        gravity: Gravity | None = None, f_ext_frame="local") -> Tangent:
     """Forward dynamics qdd = M^-1 (tau - h + J^T f_ext) (nv,) by the articulated-body
     algorithm (:mod:`jaxdyn.dynamics.aba`).
 
@@ -160,7 +162,8 @@ def _rnea(f_ext_frame):
 
 
 @partial(jax.jit, static_argnames=("f_ext_frame",))
-def rnea(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame="local"):
+def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyWrenches | None = None,
+         gravity: Gravity | None = None, f_ext_frame="local") -> Tangent:
     """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q) - J^T f_ext (nv,), including
     ``armature * qdd``, by the recursive Newton-Euler algorithm (:mod:`jaxdyn.dynamics.rnea`).
     Arguments as :func:`aba`."""
@@ -181,7 +184,7 @@ def _crba():
 
 
 @jax.jit
-def crba(model: Model, q):
+def crba(model: Model, q: Configuration) -> JointMatrix:
     """Joint-space inertia matrix M(q) (nv, nv), symmetric, armature on the diagonal, by the
     composite-rigid-body algorithm (:mod:`jaxdyn.dynamics.crba`)."""
     model, (q,) = _prepare(model, q=q)
@@ -216,7 +219,7 @@ def _minv():
 
 
 @partial(jax.jit, static_argnames=("method",))
-def minv(model: Model, q, method="aba"):
+def minv(model: Model, q: Configuration, method="aba") -> JointMatrix:
     """M(q)^-1 (nv, nv), symmetric.  ``method``: "aba" (the articulated-body factorization
     applied to every unit vector, :mod:`jaxdyn.dynamics.minv`), "cholesky" (CRBA and one
     Cholesky factorization per tree) or "operator" (Rodriguez and Kreutz's innovations
@@ -233,7 +236,9 @@ def minv(model: Model, q, method="aba"):
 
 
 @partial(jax.jit, static_argnames=("method", "f_ext_frame"))
-def forward_dynamics(model: Model, q, qd, tau, method="aba", f_ext=None, gravity=None, f_ext_frame="local"):
+def forward_dynamics(model: Model, q: Configuration, qd: Tangent, tau: Tangent, method="aba",
+                     f_ext: BodyWrenches | None = None, gravity: Gravity | None = None,
+                     f_ext_frame="local") -> Tangent:
     """Joint accelerations qdd (nv,) under torques tau with the model's joint damping,
     tau_eff = tau - damping * qd.  ``method``: "aba" (:func:`aba`), "crba" (CRBA and a Cholesky
     solve per tree) or one of Saha's and Rodriguez-Kreutz's and Yamane-Nakamura's methods
@@ -276,7 +281,8 @@ def _check_method(method):
 
 
 @partial(jax.jit, static_argnames=("method",))
-def rnea_derivatives(model: Model, q, qd, qdd, method="analytic"):
+def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
+                     method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
     """(dtau_dq, dtau_dqd, M), each (nv, nv), of tau = RNEA(q, qd, qdd) (Pinocchio's
     ``computeRNEADerivatives``: dtau_dq in the tangent space at q; gravity included, joint
     damping not).  ``method``: "analytic" (Carpentier and Mansard 2018,
@@ -290,7 +296,8 @@ def rnea_derivatives(model: Model, q, qd, qdd, method="analytic"):
 
 
 @partial(jax.jit, static_argnames=("method",))
-def aba_derivatives(model: Model, q, qd, tau, method="analytic"):
+def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
+                    method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
     """(dqdd_dq, dqdd_dqd, Minv), each (nv, nv), of qdd = ABA(q, qd, tau) (Pinocchio's
     ``computeABADerivatives``; dqdd_dtau = Minv; no joint damping).  ``method``: "analytic"
     (-M^-1 (d tau / d q, d tau / d qd) at qdd = ABA(q, qd, tau), Carpentier and Mansard 2018)
@@ -304,13 +311,13 @@ def aba_derivatives(model: Model, q, qd, tau, method="analytic"):
 
 
 @jax.jit
-def bias_forces(model: Model, q, qd, gravity=None):
+def bias_forces(model: Model, q: Configuration, qd: Tangent, gravity: Gravity | None = None) -> Tangent:
     """h(q, qd) = C(q, qd) qd + g(q) (Pinocchio's ``nonLinearEffects``), (nv,)."""
     return rnea(model, q, qd, jnp.zeros_like(qd), gravity=gravity)
 
 
 @jax.jit
-def gravity_torques(model: Model, q, gravity=None):
+def gravity_torques(model: Model, q: Configuration, gravity: Gravity | None = None) -> Tangent:
     """g(q), the generalized gravity (Pinocchio's ``computeGeneralizedGravity``), (nv,)."""
     z = jnp.zeros(model.nv, jnp.result_type(q))
     return rnea(model, q, z, z, gravity=gravity)

@@ -116,6 +116,34 @@ def test_rollout_without_a_controller_compiles_once_and_a_controller_is_read_eve
         np.testing.assert_allclose(tr.q, q, atol=1e-12)
 
 
+def test_partial_controller_reuses_one_program_with_bounded_memory():
+    """A controller given as jax.tree_util.Partial(law, gains) carries its gains as data: 30
+    rollouts with new gains compile once, follow the gains (the gantry's closed form), and the
+    process does not grow (a plain lambda per call would compile 30 times)."""
+    import resource
+    compiles = []
+
+    def listen(event, duration, **kw):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(event)
+    law = lambda k, t, q, qd: k * jnp.array([60.0, 50.0, 30.0])
+    run = lambda g: jaxdyn.rollout(gantry(), np.zeros(3), np.zeros(3), jax.tree_util.Partial(law, jnp.asarray(g)),
+                                   dt=0.1, steps=9, stepper="rk4")
+    run(np.float64(0.5))
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        rss = []
+        for i, g in enumerate(np.linspace(1.0, 2.0, 30)):
+            tr = run(g)
+            rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        assert compiles == []
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    q, qd = gantry_exact(np.tile(2.0 * np.array([60.0, 50.0, 30.0]), (9, 1)), 0.1, "rk4")
+    np.testing.assert_allclose(tr.q, q, atol=1e-12)
+    assert rss[-1] - rss[5] < 20_000            # KiB: no per-call growth
+
+
 def test_torque_array_length_must_equal_steps():
     m = jaxdyn.robots.puma560()
     with pytest.raises(ShapeError, match=r"torques must have shape \(steps, nv\) = \(100, 6\).*got \(50, 6\)"):

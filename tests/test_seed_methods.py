@@ -104,7 +104,7 @@ def test_factorizations(name):
         # D block diagonal per joint
         same = body_of[:, None] == body_of[None, :]
         assert np.all(np.abs(np.asarray(D))[~same] == 0)
-        K, Dk, Kinv = jaxdyn.operator.innovations_operators(m, q)
+        K, Dk, Kinv = jaxdyn.operators.innovations_operators(m, q)
         close(K, U, err="(1 + H Phi L) = Saha's U")
         close(Dk, D)
         close(K @ Dk @ K.T, M, err="(4.11)")
@@ -160,7 +160,7 @@ def test_operator_fd2_link_accelerations():
     """FD2's alpha (5.6) are the bodies' spatial accelerations under the computed qdd."""
     m = builtin_models()["tree_float"]
     q, qd, tau, _ = batch_states(m, 1, 6)
-    qdd, alpha = jaxdyn.operator.operator_fd2(m, q[0], qd[0], tau[0])
+    qdd, alpha = jaxdyn.operators.operator_fd2(m, q[0], qd[0], tau[0])
     close(qdd, jaxdyn.aba(m, q[0], qd[0], tau[0]))
     for b, name in enumerate(m.body_names):
         close(alpha[b], jaxdyn.frame_acceleration(m, q[0], qd[0], qdd, name, reference="local"), err=name)

@@ -102,11 +102,12 @@ def test_forced_runs_track_then_deviate():
 def test_rollout_vmaps_over_initial_states_and_stacked_models():
     ms = [jaxdyn.robots.puma560(), jaxdyn.robots.stanford_arm()]
     big = jaxdyn.stack(ms)
-    Q0 = jnp.stack([jnp.zeros(6), jnp.array([0, 1.5, 0, 0, 0, 0.0])])
-    trs = jax.vmap(lambda mm, q: jaxdyn.rollout(mm, q, jnp.zeros(6), None, 0.01, 50))(big, Q0)
+    q0 = [jnp.zeros(6), jnp.array([0, 1.5, 0, 0, 0, 0.0])]
+    Q0 = jnp.stack([big.q(j, q) for j, q in enumerate(q0)])
+    trs = jax.vmap(lambda mm, q: jaxdyn.rollout(mm, q, jnp.zeros(big.nv), None, 0.01, 50))(big, Q0)
     for j, m in enumerate(ms):
-        tr = jaxdyn.rollout(m, Q0[j], jnp.zeros(6), None, 0.01, 50)
-        np.testing.assert_allclose(trs.q[j], tr.q, atol=1e-12)
+        tr = jaxdyn.rollout(m, q0[j], jnp.zeros(6), None, 0.01, 50)
+        np.testing.assert_allclose(big.member_q(j, trs.q[j]), tr.q, atol=1e-12)
 
 
 def test_chunked_rollout_gradient_matches_plain():

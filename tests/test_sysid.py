@@ -15,11 +15,11 @@ from pinutil import align_rub_axes, to_pinocchio  # noqa: E402
 
 def _check(m, pm, states):
     d = pm.createData()
-    pi = np.asarray(jaxdyn.inertial_parameters(m))
+    pi = np.asarray(jaxdyn.sysid.inertial_parameters(m))
     pi_p = np.concatenate([pm.inertias[i].toDynamicParameters() for i in range(1, pm.njoints)])
     close(pi, pi_p, 1e-12, "parameters vs toDynamicParameters")
     for q, v, a, _ in states:
-        Y = np.asarray(jaxdyn.regressor(m, q, v, a))
+        Y = np.asarray(jaxdyn.sysid.regressor(m, q, v, a))
         close(Y, pin.computeJointTorqueRegressor(pm, d, q, v, a), 1e-10, "regressor vs pinocchio")
         close(Y @ pi + np.asarray(m.armature) * a, jaxdyn.rnea(m, q, v, a), 1e-10, "Y pi == rnea")
 
@@ -40,7 +40,7 @@ def test_regressor_random_tree_every_joint_type():
 
 def test_with_inertial_parameters_round_trip():
     m = jaxdyn.robots.puma560()
-    m2 = jaxdyn.with_inertial_parameters(m, jaxdyn.inertial_parameters(m))
+    m2 = jaxdyn.sysid.with_inertial_parameters(m, jaxdyn.sysid.inertial_parameters(m))
     for f in ("mass", "com", "inertia"):
         close(getattr(m2, f), getattr(m, f), 1e-14, f)
 
@@ -48,7 +48,7 @@ def test_with_inertial_parameters_round_trip():
 def _data(m, n, seed, noise=0.0):
     rng = np.random.default_rng(seed)
     Q, V, A = (jnp.asarray(rng.uniform(-2, 2, (n, m.nv))) for _ in range(3))
-    Y = jax.vmap(lambda q, v, a: jaxdyn.regressor(m, q, v, a))(Q, V, A)
+    Y = jax.vmap(lambda q, v, a: jaxdyn.sysid.regressor(m, q, v, a))(Q, V, A)
     tau = jax.vmap(lambda q, v, a: jaxdyn.rnea(m, q, v, a))(Q, V, A)
     return np.asarray(Y), np.asarray(tau) + noise * rng.normal(size=tau.shape)
 
@@ -58,21 +58,21 @@ def test_base_parameters_and_noiseless_identification():
     squares on noiseless torques recovers pi_base to 1e-6 relative from any starting point."""
     m = jaxdyn.robots.puma560()
     Y, tau = _data(m, 60, 0)
-    base = jaxdyn.base_parameters(Y.reshape(-1, Y.shape[-1]))
+    base = jaxdyn.sysid.base_parameters(Y.reshape(-1, Y.shape[-1]))
     assert 0 < base.rank < 60
-    pi_b = base.reduce(jaxdyn.inertial_parameters(m))
+    pi_b = base.reduce(jaxdyn.sysid.inertial_parameters(m))
     Y2, tau2 = _data(m, 10, 1)
     close(np.einsum("nij,j->ni", base.columns(Y2), pi_b), tau2, 1e-10, "Y_base pi_base == rnea")
-    est = jaxdyn.identify_least_squares(Y, tau, base)
+    est = jaxdyn.sysid.identify_least_squares(Y, tau, base)
     assert np.abs(est - pi_b).max() <= 1e-6 * np.abs(pi_b).max()
 
 
 def test_identification_error_shrinks_with_data():
     m = jaxdyn.robots.puma560()
     Yb, tb = _data(m, 400, 2, noise=0.5)
-    base = jaxdyn.base_parameters(Yb.reshape(-1, Yb.shape[-1]))
-    pi_b = base.reduce(jaxdyn.inertial_parameters(m))
-    err = [np.linalg.norm(jaxdyn.identify_least_squares(Yb[:n], tb[:n], base) - pi_b) for n in (25, 100, 400)]
+    base = jaxdyn.sysid.base_parameters(Yb.reshape(-1, Yb.shape[-1]))
+    pi_b = base.reduce(jaxdyn.sysid.inertial_parameters(m))
+    err = [np.linalg.norm(jaxdyn.sysid.identify_least_squares(Yb[:n], tb[:n], base) - pi_b) for n in (25, 100, 400)]
     assert err[2] < err[1] < err[0], err
 
 
@@ -82,13 +82,13 @@ def test_consistent_refinement_recovers_noiseless_base_parameters_physically():
     from jaxdyn.apps.identify_cli import perturb
     m = jaxdyn.robots.puma560()
     Y, tau = _data(m, 60, 0)
-    base = jaxdyn.base_parameters(Y.reshape(-1, Y.shape[-1]))
+    base = jaxdyn.sysid.base_parameters(Y.reshape(-1, Y.shape[-1]))
     start = perturb(m, jax.random.PRNGKey(2), 0.5)
     theta0 = np.asarray(jaxdyn.log_cholesky_parameters(start))
     fit = jaxdyn.apps.sysid.identify_consistent(Y, tau, theta0, steps=4000)
-    pi_b = base.reduce(jaxdyn.inertial_parameters(m))
+    pi_b = base.reduce(jaxdyn.sysid.inertial_parameters(m))
     rel = np.linalg.norm(base.reduce(fit.pi) - pi_b) / np.linalg.norm(pi_b)
-    rel0 = np.linalg.norm(base.reduce(jaxdyn.inertial_parameters(start)) - pi_b) / np.linalg.norm(pi_b)
+    rel0 = np.linalg.norm(base.reduce(jaxdyn.sysid.inertial_parameters(start)) - pi_b) / np.linalg.norm(pi_b)
     assert rel <= 1e-6, (rel, rel0)
     rep = jaxdyn.apps.sysid.consistency_report(m, fit.pi)
     assert np.all(rep[:, 0] > 0) and np.all(rep[:, 1] > 0) and np.all(rep[:, 2] >= 0), rep
@@ -108,7 +108,7 @@ def test_fourier_excitation_derivatives_bounds_and_conditioning():
     assert float(jnp.max(jnp.abs(Q - f.q0[None]))) <= 0.7 + 1e-12
     close(Q[0], Q[-1], 1e-12, "periodic")
     W = si.stacked_regressor(m, *si.sample_fourier(f, t[::8]))
-    base = jaxdyn.base_parameters(np.asarray(W))
+    base = jaxdyn.sysid.base_parameters(np.asarray(W))
     f2, hist = si.optimize_excitation(m, f, t[::8], base, steps=15)
     assert float(hist[-1]) < 0.8 * float(hist[0]), hist
     Q2 = si.sample_fourier(f2, t)[0]
@@ -155,16 +155,16 @@ def test_consistent_refinement_keeps_massless_bodies_fixed():
     m = jaxdyn.robots.puma560()
     m = m.replace(mass=m.mass.at[4].set(0.0), inertia=m.inertia.at[4].set(0.0))
     Y, tau = _data(m, 60, 0)
-    base = jaxdyn.base_parameters(Y.reshape(-1, Y.shape[-1]))
-    pi = np.asarray(jaxdyn.inertial_parameters(m))
+    base = jaxdyn.sysid.base_parameters(Y.reshape(-1, Y.shape[-1]))
+    pi = np.asarray(jaxdyn.sysid.inertial_parameters(m))
     theta = np.asarray(jaxdyn.log_cholesky_parameters(m))
     fixed = ~np.isfinite(theta).all(1)
     assert fixed.tolist() == [False, False, False, False, True, False]
     from jaxdyn.apps.identify_cli import perturb
     theta0 = np.asarray(jaxdyn.log_cholesky_parameters(perturb(m, jax.random.PRNGKey(2), 0.5)))
     with pytest.raises(jaxdyn.errors.ArgumentError, match=r"rows \[4\]"):
-        jaxdyn.identify_consistent(Y, tau, theta0, steps=1)
-    fit = jaxdyn.identify_consistent(Y, tau, theta0, steps=12000, fixed=fixed, pi_fixed=pi)
+        jaxdyn.sysid.identify_consistent(Y, tau, theta0, steps=1)
+    fit = jaxdyn.sysid.identify_consistent(Y, tau, theta0, steps=12000, fixed=fixed, pi_fixed=pi)
     np.testing.assert_array_equal(np.asarray(fit.pi[40:50]), pi[40:50])
     rel = np.linalg.norm(base.reduce(fit.pi) - base.reduce(pi)) / np.linalg.norm(base.reduce(pi))
     assert rel <= 1e-6, rel

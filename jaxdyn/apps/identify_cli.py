@@ -29,6 +29,8 @@ import os
 import sys
 import time
 
+import jax
+
 from ..config import check_tables, read_toml
 from ..errors import ConfigError
 from . import common

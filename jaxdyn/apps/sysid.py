@@ -154,7 +154,7 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
     Y (N, nv, 10 nb), tau (N, nv) (armature terms removed), theta0 (nb, 10) start (e.g.
     ``jaxdyn.log_cholesky_parameters(nominal)``), ``fixed`` (nb,) bool: bodies not fitted,
     whose parameters are the rows of ``pi_fixed`` (10 nb,) (e.g. massless bodies, which have no
-    log-Cholesky parameters: ``jaxdyn.inertial_parameters(nominal)``); their theta0 rows are
+    log-Cholesky parameters: ``jaxdyn.sysid.inertial_parameters(nominal)``); their theta0 rows are
     ignored (NaN allowed).  Returns :class:`ConsistentFit` (theta rows of fixed bodies: NaN).
     """
     Y, tau, theta0 = jnp.asarray(Y), jnp.asarray(tau), jnp.asarray(theta0)

@@ -122,7 +122,6 @@ def root_frame_terms(model: Model, topo: Topology, Xup, S, keep=same):
     every dof's motion subspace column J (6, nv, ...) and every body's 6x6 inertia I
     (6, 6, nb, ...), the last two in that root frame, from the joint transforms Xup and S
     (:func:`jaxdyn.kinematics.joint_transforms`)."""
-    nb = model.nb
     cf = lambda x, n: jnp.moveaxis(x, 0, n)                             # bodies after n components
     X = root_transforms(model, Xup)
     J = keep(jnp.moveaxis(dof_columns(model, X, S), 0, 1))             # (6, nv, ...)

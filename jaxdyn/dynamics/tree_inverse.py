@@ -29,7 +29,6 @@ contract of :func:`jaxdyn.minv`).
 """
 from __future__ import annotations
 
-from functools import partial
 from typing import NamedTuple
 
 import jax

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import operator
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -90,11 +89,12 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       ``vmap`` over q0 / qd0 / controls / stacked models works as usual.
 
     Compilation: the rollout is one compiled program per model structure, ``steps``, options
-    and controller *function*: later calls with new states, torques, dt or t0 reuse it.  A
-    controller is a pytree argument of that program: a plain function is a static part of it
-    (the same function object reuses the program; a new lambda on every call compiles every
-    time), and a ``jax.tree_util.Partial(law, gains)`` or a :class:`HeldLaw` carries its
-    parameters as data, so new gains reuse the program.
+    and controller function, which later calls with new states, torques, dt or t0 reuse.  A
+    ``jax.tree_util.Partial(law, *gains)`` controller, or a :class:`HeldLaw` whose ``law`` is
+    one, carries its parameters as data: later calls with new gains reuse the program (the
+    function ``law`` is part of the program; it must not read Python state that changes).  A
+    plain function may read such state, so a rollout under one is traced and compiled on
+    every call (and nothing of it is kept).
     """
     if stepper not in STEPPERS:
         raise ArgumentError(f"unknown stepper {stepper!r}; choose from {tuple(STEPPERS)}")
@@ -103,20 +103,23 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
     if stabilization is not None:
         stabilization = tuple(float(x) for x in stabilization)
     options = (stepper, method, float(rtol), float(atol), chunk, stabilization)
-    ctrl = controller_or_torques
-    if isinstance(ctrl, HeldLaw):
-        law = ctrl.law if isinstance(ctrl.law, jax.tree_util.Partial) else jax.tree_util.Partial(ctrl.law)
-        ctrl = HeldLaw(ctrl.Z, law)
-    elif callable(ctrl) and not isinstance(ctrl, jax.tree_util.Partial):
-        ctrl = jax.tree_util.Partial(ctrl)
-    return _compiled_rollout(model, q0, qd0, ctrl, dt, t0, steps=steps, options=options)
+    ctrl, run = controller_or_torques, _compiled_rollout
+    Partial = jax.tree_util.Partial
+    law = ctrl.law if isinstance(ctrl, HeldLaw) else ctrl
+    if callable(law) and not isinstance(law, Partial):          # may read Python state: traced now
+        run = jax.jit(lambda *a, **k: _rollout_program(*a, **k), static_argnames=("steps", "options"))
+        law = Partial(law)
+    ctrl = HeldLaw(ctrl.Z, law) if isinstance(ctrl, HeldLaw) else law
+    return run(model, q0, qd0, ctrl, dt, t0, steps=steps, options=options)
 
 
-@partial(jax.jit, static_argnames=("steps", "options"))
-def _compiled_rollout(model, q0, qd0, ctrl, dt, t0, steps, options):
-    """:func:`rollout` once its arguments are checked: one program per structure, steps,
-    options and controller function."""
+def _rollout_program(model, q0, qd0, ctrl, dt, t0, steps, options):
+    """:func:`rollout` once its arguments are checked."""
     return _rollout(model, q0, qd0, ctrl, dt, steps, *options, t0)
+
+
+_compiled_rollout = jax.jit(_rollout_program, static_argnames=("steps", "options"))
+"""One program per structure, steps, options and controller function (Partial or none)."""
 
 
 def _rollout(model, q0, qd0, controller_or_torques, dt, steps, stepper, method, rtol, atol, chunk,
