@@ -24,16 +24,38 @@ bodywise = jax.vmap
 def joint_transforms(model: Model, q, keep=same):
     """Xup (parent -> body: a Transform of :class:`jaxdyn.tree.PerRun` s, entry j of E
     (run.n, 3, 3, ...) and of r (run.n, 3, ...)) and S, the motion subspaces (a PerRun,
-    entry j (run.n, 6, run.nv, ...)), at q (nq, ...).  ``bodies(Xup)`` gives the per-body
-    arrays (nb, 3, 3, ...), (nb, 3, ...).  ``keep``: as in :mod:`jaxdyn.tree`."""
-    Es, rs, Ss = [], [], []
+    entry j (run.n, 6, run.nv, ...)), at q (nq, ...).  Each joint type's transforms are
+    computed for all its bodies at once (:func:`jaxdyn.model.joints.jcalc`).  ``bodies(Xup)``
+    gives the per-body arrays (nb, 3, 3, ...), (nb, 3, ...).  ``keep``: as in
+    :mod:`jaxdyn.tree`."""
+    t = model.topology
+    by_nv = {}                                  # dof count -> the groups' (E, r, S), in group order
+    for g in t.joint_groups:
+        b = np.asarray(g.bodies)
+        qj = take(q, np.asarray(g.qidx, int).reshape(len(b), -1))
+        EJ, rJ, S = jcalc(g.jtype, take(model.axis, b), take(model.pitch, b), qj, keep)
+        X = bodywise(sp.compose)(sp.Transform(EJ, rJ), sp.Transform(take(model.Xtree_E, b), take(model.Xtree_r, b)))
+        by_nv.setdefault(S.shape[2], []).append((X.E, X.r, S))
+    by_nv = {k: [jnp.concatenate(a) if len(a) > 1 else a[0] for a in zip(*v)] for k, v in by_nv.items()}
+    E, r, S = [], [], []
     for run in model.runs:
-        b = slice(run.start, run.stop)
-        qj = q[run.q0:run.q0 + run.n * run.nq].reshape((run.n, run.nq) + q.shape[1:])
-        EJ, rJ, S = jcalc(run.jtype, model.axis[b], model.pitch[b], qj, keep)
-        X = bodywise(sp.compose)(sp.Transform(EJ, rJ), sp.Transform(model.Xtree_E[b], model.Xtree_r[b]))
-        Es.append(X.E), rs.append(X.r), Ss.append(S)
-    return sp.Transform(PerRun(Es), PerRun(rs)), PerRun(Ss)
+        pos = t.group_position[run.start:run.stop]
+        E.append(take(by_nv[run.nv][0], pos)), r.append(take(by_nv[run.nv][1], pos)), S.append(take(by_nv[run.nv][2], pos))
+    return sp.Transform(PerRun(E), PerRun(r)), PerRun(S)
+
+
+def take(x, idx):
+    """x[idx] along axis 0 for a constant numpy index array ``idx`` (any shape): slices where
+    the indices run contiguously."""
+    flat = np.asarray(idx, int).reshape(-1)
+    if flat.size == 0:
+        return jnp.zeros(np.shape(idx) + x.shape[1:], x.dtype)
+    cut = np.flatnonzero(np.diff(flat) != 1) + 1
+    if len(cut) >= 8:
+        return x[idx]
+    parts = [x[int(a[0]):int(a[0]) + len(a)] for a in np.split(flat, cut)]
+    out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    return out.reshape(np.shape(idx) + x.shape[1:])
 
 
 def bodies(X):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._typing import Configuration, Tangent
 from ..spatial import rotations as Rot
@@ -15,19 +16,19 @@ from . import joints as J
 from .model import Model, check_state
 
 
-def _per_joint(model: Model, fn, xs, sizes, out_size, dtype):
-    """For each run of joints of one type t: ``fn(t, *joint_slices)`` vmapped over the run's
-    joints, where ``xs`` are flat vectors split by ``sizes`` (each "q" or "v" per joint); the
-    results, one (out_size(t),) vector per joint, concatenated in joint order."""
-    parts = []
-    for run in model.runs:
-        args = []
-        for x, kind in zip(xs, sizes):
-            a, w = (run.q0, run.nq) if kind == "q" else (run.v0, run.nv)
-            args.append(x[a:a + run.n * w].reshape(run.n, w))
-        parts.append(jax.vmap(lambda *a, t=run.jtype: fn(t, *a))(*args).reshape(-1))
-    n = sum(out_size(r.jtype) * r.n for r in model.runs)
-    return jnp.concatenate(parts) if parts else jnp.zeros((n,), dtype)
+def _per_joint(model: Model, fn, xs, kinds, out_kind, dtype):
+    """``fn(t, *joint_slices)`` vmapped over the joints of each type t, where ``xs`` are flat
+    vectors and ``kinds`` says which are configurations ("q") and which velocities ("v"); the
+    results, one vector per joint, laid out as a configuration or velocity (``out_kind``)."""
+    t = model.topology
+    out = jnp.zeros(model.nq if out_kind == "q" else model.nv, dtype)
+    for g in t.joint_groups:
+        idx = {"q": np.asarray(g.qidx, int).reshape(len(g.bodies), -1),
+               "v": np.asarray([np.arange(t.vaddr[b], t.vaddr[b + 1]) for b in g.bodies], int).reshape(len(g.bodies), -1)}
+        args = [x[idx[k]] for x, k in zip(xs, kinds)]
+        if idx[out_kind].size:
+            out = out.at[idx[out_kind]].set(jax.vmap(lambda *a, tt=g.jtype: fn(tt, *a))(*args))
+    return out
 
 
 def _se2(th, v):
@@ -98,16 +99,16 @@ def _difference_joint(t, q0, q1, k):
 def integrate(model: Model, q: Configuration, v: Tangent, dt=1.0) -> Configuration:
     """q (+) v*dt on the configuration manifold.  q (nq,), v (nv,) -> (nq,)."""
     check_state(model, q=q, v=v)
-    return _per_joint(model, lambda t, qj, dv: _integrate_joint(t, qj, dv, J.NQ[t]), (q, v * dt), "qv",
-                      lambda t: J.NQ[t], q.dtype)
+    return _per_joint(model, lambda t, qj, dv: _integrate_joint(t, qj, dv, J.NQ[t]), (q, v * dt), "qv", "q",
+                      jnp.result_type(q, v))
 
 
 @jax.jit
 def difference(model: Model, q0: Configuration, q1: Configuration) -> Tangent:
     """v such that integrate(q0, v, 1) == q1.  (nq,), (nq,) -> (nv,)."""
     check_state(model, q0=q0, q=q1)
-    return _per_joint(model, lambda t, a, b: _difference_joint(t, a, b, J.NV[t]), (q0, q1), "qq",
-                      lambda t: J.NV[t], q0.dtype)
+    return _per_joint(model, lambda t, a, b: _difference_joint(t, a, b, J.NV[t]), (q0, q1), "qq", "v",
+                      jnp.result_type(q0, q1))
 
 
 def _neutral_joint(t, nqj, dtype):
@@ -127,8 +128,7 @@ def _neutral_joint(t, nqj, dtype):
 def neutral(model: Model) -> Configuration:
     """The neutral configuration (zero angles, identity quaternions), (nq,)."""
     dt = model.Xtree_r.dtype
-    return jnp.concatenate([jnp.tile(_neutral_joint(r.jtype, r.nq, dt), r.n) for r in model.runs]
-                           + [jnp.zeros(0, dt)])
+    return _per_joint(model, lambda t, q: _neutral_joint(t, J.NQ[t], dt), (jnp.zeros(model.nq, dt),), "q", "q", dt)
 
 
 def _random_joint(t, key, lo, hi, nqj, dtype):
@@ -162,13 +162,13 @@ def random_configuration(model: Model, key):
     joint has none), uniformly random unit quaternions.  (nq,)."""
     dt = model.Xtree_r.dtype
     keys = jax.random.split(key, max(model.nb, 1))
-    parts = []
-    for run in model.runs:
-        lo = model.q_lower[run.q0:run.q0 + run.n * run.nq].reshape(run.n, run.nq)
-        hi = model.q_upper[run.q0:run.q0 + run.n * run.nq].reshape(run.n, run.nq)
-        fn = lambda k, l, h, t=run.jtype: _random_joint(t, k, l, h, J.NQ[t], dt)
-        parts.append(jax.vmap(fn)(keys[run.start:run.stop], lo, hi).reshape(-1))
-    return jnp.concatenate(parts + [jnp.zeros(0, dt)])
+    out = jnp.zeros(model.nq, dt)
+    for g in model.topology.joint_groups:
+        idx = np.asarray(g.qidx, int).reshape(len(g.bodies), -1)
+        fn = lambda k, l, h, t=g.jtype: _random_joint(t, k, l, h, J.NQ[t], dt)
+        if idx.size:
+            out = out.at[idx].set(jax.vmap(fn)(keys[np.asarray(g.bodies)], model.q_lower[idx], model.q_upper[idx]))
+    return out
 
 
 @jax.jit
@@ -184,4 +184,4 @@ def normalize(model: Model, q):
         if t == J.PLANAR:
             return qj.at[2:4].set(qj[2:4] / jnp.linalg.norm(qj[2:4]))
         return qj
-    return _per_joint(model, f, (q,), "q", lambda t: J.NQ[t], q.dtype)
+    return _per_joint(model, f, (q,), "q", "q", q.dtype)

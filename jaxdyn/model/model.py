@@ -54,13 +54,12 @@ TOPOLOGY_FIELDS = ("parent", "jtype", "body_names", "joint_names", "frame_names"
 
 
 class Run(NamedTuple):
-    """Consecutive bodies ``start..stop-1`` with joints of one type ``jtype``: their q and v are
-    the contiguous slices ``q[q0:q0 + n nq]`` and ``v[v0:v0 + n nv]``.  ``parent`` (n,) holds
-    each body's parent with the world as ``nb`` (a sweep's sink slot)."""
-    jtype: int
+    """Consecutive bodies ``start..stop-1`` whose joints have ``nv`` dofs each: their v are the
+    contiguous slice ``v[v0:v0 + n nv]``.  ``parent`` (n,) holds each body's parent with the
+    world as ``nb`` (a sweep's sink slot)."""
+    nv: int
     start: int
     stop: int
-    q0: int
     v0: int
     parent: tuple
 
@@ -68,15 +67,13 @@ class Run(NamedTuple):
     def n(self) -> int:
         return self.stop - self.start
 
-    @property
-    def nq(self) -> int:
-        """Coordinates per body."""
-        return J.NQ[self.jtype]
 
-    @property
-    def nv(self) -> int:
-        """Velocity coordinates per body (columns of S)."""
-        return J.NV[self.jtype]
+class JointGroup(NamedTuple):
+    """The bodies of one joint type ``jtype`` (static, in body order) and, per body, the q
+    indices of its joint coordinates (``qidx`` (n, NQ[jtype]))."""
+    jtype: int
+    bodies: tuple
+    qidx: tuple
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -128,14 +125,38 @@ class Topology:
 
     @cached_property
     def runs(self) -> tuple:
-        """Maximal :class:`Run` s of consecutive bodies with one joint type."""
+        """Maximal :class:`Run` s of consecutive bodies whose joints have one dof count (one or
+        two for most robots: a floating base, then 1-dof joints of any type)."""
+        nv = [J.NV[t] for t in self.jtype]
         out, start = [], 0
         for i in range(1, self.nb + 1):
-            if i == self.nb or self.jtype[i] != self.jtype[start]:
+            if i == self.nb or nv[i] != nv[start]:
                 par = tuple(self.nb if p < 0 else p for p in self.parent[start:i])
-                out.append(Run(self.jtype[start], start, i, int(self.qaddr[start]), int(self.vaddr[start]), par))
+                out.append(Run(nv[start], start, i, int(self.vaddr[start]), par))
                 start = i
         return tuple(out)
+
+    @cached_property
+    def joint_groups(self) -> tuple:
+        """One :class:`JointGroup` per joint type present, in type order."""
+        out = []
+        for t in sorted(set(self.jtype)):
+            b = [i for i, ti in enumerate(self.jtype) if ti == t]
+            out.append(JointGroup(t, tuple(b), tuple(tuple(range(int(self.qaddr[i]), int(self.qaddr[i + 1])))
+                                                    for i in b)))
+        return tuple(out)
+
+    @cached_property
+    def group_position(self) -> np.ndarray:
+        """(nb,) the position of each body in the concatenation of the bodies of the joint
+        groups with its dof count (in group order)."""
+        pos, count = np.zeros(self.nb, int), {}
+        for g in self.joint_groups:
+            k = J.NV[g.jtype]
+            for b in g.bodies:
+                pos[b] = count.get(k, 0)
+                count[k] = count.get(k, 0) + 1
+        return pos
 
     @cached_property
     def ancestors(self) -> np.ndarray:
