@@ -19,6 +19,8 @@ default TF32 keeps a 10-bit mantissa)."""
 
 def mm(a, b):
     """Matrix product (i, k, ...) x (k, j, ...) -> (i, j, ...)."""
+    if a.ndim == 2 and b.ndim == 2:
+        return jnp.matmul(a, b, precision=HIGHEST)
     if a.shape[1] == 0:
         return jnp.zeros(a.shape[:1] + b.shape[1:2] + jnp.broadcast_shapes(a.shape[2:], b.shape[2:]), a.dtype)
     out = a[:, 0, None] * b[None, 0]
@@ -29,6 +31,8 @@ def mm(a, b):
 
 def mv(a, v):
     """Matrix-vector product (i, k, ...) x (k, ...) -> (i, ...)."""
+    if a.ndim == 2 and v.ndim == 1:
+        return jnp.matmul(a, v, precision=HIGHEST)
     if a.shape[1] == 0:
         return jnp.zeros(a.shape[:1] + jnp.broadcast_shapes(a.shape[2:], v.shape[1:]), a.dtype)
     out = a[:, 0] * v[0][None]
@@ -44,6 +48,8 @@ def tr(a):
 
 def cross3(a, b):
     """3-D cross product a x b of (3, ...) component stacks."""
+    if a.ndim == 1 and b.ndim == 1:
+        return jnp.cross(a, b)
     return jnp.stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
 
