@@ -33,7 +33,7 @@ def test_nonrigid_grasps_equal_the_closed_model():
     (b.9) and Lilly-Orin's general-joint Table 1 against schur on the ClosedModel with
     "revolute" / "subspace" / "point" closures, at a generic state on the manifold (the
     contacts rotated away from the grasp pose by projecting a perturbed configuration)."""
-    kinds = ("revolute", "soft_finger", "spherical")
+    kinds = ("revolute", "soft_finger", "point")
     cm, q0 = jaxdyn.mechanisms.arms_holding_box(3, contacts=kinds)
     gs, _ = jaxdyn.mechanisms.arms_holding_box(3, form="grasp", contacts=kinds)
     rng = np.random.default_rng(5)
@@ -73,8 +73,8 @@ def test_ball_grasps_against_pinocchio():
     Pinocchio's constraintDynamics with CONTACT_3D; the point constraint force is the force
     part of the grasp wrench and its moment is zero."""
     from pinutil import to_pinocchio
-    cm, q = jaxdyn.mechanisms.arms_holding_box(3, contacts="spherical")
-    gs, _ = jaxdyn.mechanisms.arms_holding_box(3, form="grasp", contacts="spherical")
+    cm, q = jaxdyn.mechanisms.arms_holding_box(3, contacts="point")
+    gs, _ = jaxdyn.mechanisms.arms_holding_box(3, form="grasp", contacts="point")
     pm = to_pinocchio(cm.model)
     K, states = consistent(cm, q, np.random.default_rng(3), 10.0)
     for v, tau in states:
@@ -212,8 +212,8 @@ def jax_vmap_residual(cm, Q):
 
 def test_grasp_system_rollout_equals_closed_rollout():
     """A GraspSystem rolls out in its tree's layout (rccfd) exactly as the ClosedModel (schur)."""
-    gs, q = jaxdyn.mechanisms.arms_holding_box(2, form="grasp", contacts=("weld", "spherical"))
-    cm, _ = jaxdyn.mechanisms.arms_holding_box(2, contacts=("weld", "spherical"))
+    gs, q = jaxdyn.mechanisms.arms_holding_box(2, form="grasp", contacts=("weld", "point"))
+    cm, _ = jaxdyn.mechanisms.arms_holding_box(2, contacts=("weld", "point"))
     trs = [jaxdyn.rollout(s, q, np.zeros(cm.model.nv), None, dt=0.005, steps=60, stabilization=(10.0, 10.0))
            for s in (gs, cm)]
     close(trs[0].q, trs[1].q, 1e-8, "rccfd vs schur rollout")
@@ -239,6 +239,10 @@ def test_multichain_named_errors(tmp_path):
         jaxdyn.legged_system(jaxdyn.robots.puma560(), np.zeros(6), ["ee"])
     with pytest.raises(ModelError, match="unknown contact kind 'glue'"):
         jaxdyn.grasp_system(*_box_parts(), contacts="glue")
+    # one vocabulary of contact kinds: a ball contact is "point" in Constraint, legged_system and grasp_system
+    with pytest.raises(ModelError, match=r"unknown contact kind 'spherical'; kinds are \[.*'point'"):
+        jaxdyn.grasp_system(*_box_parts(), contacts="spherical")
+    assert {"point", "weld"} <= set(jaxdyn.constraints.model.KINDS) & set(jaxdyn.constraints.grasp.CONTACTS)
     ls = jaxdyn.legged_system(m, q, FEET4)
     z = np.zeros(m.nv)
     with pytest.raises(ArgumentError, match="unknown constrained method 'udut' for a LeggedSystem"):

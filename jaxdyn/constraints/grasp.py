@@ -25,8 +25,9 @@ equivalent ClosedModel; f(0) of the paper is the force on the arms' tips, -lam.
 Non-rigid grasps (Rodriguez and Kreutz, Appendices A-B; Lilly and Orin's general joint).  Each
 grasp has a contact ``kind`` (:data:`CONTACTS`): ``"weld"`` (rigid), ``"revolute"`` (1-DOF
 rotation about the grasp frame's z axis: a hinge or a line contact), ``"soft_finger"`` (2-DOF:
-rotations about the grasp frame's x and y axes, z the contact normal) or ``"spherical"``
-(3-DOF: a ball or a point contact with friction).  The contact point never slips.  In the
+rotations about the grasp frame's x and y axes, z the contact normal) or ``"point"``
+(3-DOF: a ball or a point contact with friction; the name :class:`~jaxdyn.Constraint` and
+:func:`~jaxdyn.legged_system` use for the same contact).  The contact point never slips.  In the
 grasp frame (object side) the free modes are phi (6, n_g) (the paper's H^T) and the
 constrained modes phi^c (6, 6 - n_g), both [linear; angular] and rotating with the object.
 With Delta omega = omega_tip - omega_object the equations are
@@ -65,7 +66,7 @@ from ..model.model import build_model, stack_parameters
 from ..spatial.rotations import log3
 from .solve import prox_solve
 
-CONTACTS = {"weld": (), "revolute": (5,), "soft_finger": (3, 4), "spherical": (3, 4, 5)}
+CONTACTS = {"weld": (), "revolute": (5,), "soft_finger": (3, 4), "point": (3, 4, 5)}
 """Grasp contact kinds: the free modes as column indices of the 6 x 6 identity in the grasp
 frame, [linear; angular] (3, 4, 5 = rotation about x, y, z)."""
 
@@ -183,7 +184,7 @@ def _split(gs, x, nobj, nper):
 def grasp_residual(gs: GraspSystem, q):
     """Grasp residuals (6 ell,), world axes, per arm: [p_tip - p_grasp; angular] with angular
     log3(R_tip R_grasp^T) (weld), z_grasp x z_tip (revolute: zero when the hinge axes align) or
-    0 (soft finger, spherical: no position-level angular constraint; a soft finger's is not
+    0 (soft finger, point: no position-level angular constraint; a soft finger's is not
     integrable)."""
     qo, qa = _split(gs, q, gs.obj.nq, gs.arms.nq)
     Rt, pt = jax.vmap(lambda arm, q: frame_pose(arm, q, gs.tip))(gs.arms, qa)

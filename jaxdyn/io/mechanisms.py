@@ -118,7 +118,7 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
     (``jaxdyn.constraints.grasp.CONTACTS``): "weld", "revolute" (hinge about the grasp frame's z
     axis: a 5-row "revolute" constraint with frame A on the box), "soft_finger" (4 rows: the
     contact point and the rotation about the normal z, a "subspace" constraint) or
-    "spherical" (a 3-row "point" constraint).  The grasp frame is the end effector's frame at
+    "point" (a 3-row "point" constraint).  The grasp frame is the end effector's frame at
     the initial pose.  Returns (system, q0).
     """
     import jax.numpy as jnp
@@ -175,11 +175,11 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
                          "revolute": Constraint("revolute", "box", f"arm{i}_ee", placement_a=pl, name=f"grasp{i}"),
                          "soft_finger": Constraint("subspace", "box", f"arm{i}_ee", placement_a=pl, subspace=soft,
                                                    name=f"grasp{i}"),
-                         "spherical": Constraint("point", f"arm{i}_ee", "box", placement_b=pl, name=f"grasp{i}"),
+                         "point": Constraint("point", f"arm{i}_ee", "box", placement_b=pl, name=f"grasp{i}"),
                          }.get(k))
         if closures[-1] is None:
             raise ValueError(f"arms_holding_box: contacts must be one kind or {n_arms} kinds of "
-                             f"('weld', 'revolute', 'soft_finger', 'spherical'), got {contacts!r}")
+                             f"('weld', 'revolute', 'soft_finger', 'point'), got {contacts!r}")
     if len(kinds) != n_arms:
         raise ValueError(f"arms_holding_box: {n_arms} arms but {len(kinds)} contact kinds")
     if form == "closed":
