@@ -21,6 +21,22 @@ noticeable share of the CPU time of tracing and compiling (figures:
 jaxdyn leaves your process's collector as it is."""
 
 
+def use_compilation_cache():
+    """Turn on JAX's persistent compilation cache for this process, in ``$JAXDYN_CACHE_DIR``
+    or ``~/.cache/jaxdyn`` (unless ``JAX_COMPILATION_CACHE_DIR`` already names one): a second
+    run of the same config loads its programs instead of compiling them.  An empty
+    ``JAXDYN_CACHE_DIR`` turns it off.  Returns the folder (or None)."""
+    import jax
+    if os.environ.get("JAXDYN_CACHE_DIR") == "":
+        return None
+    path = os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.environ.get("JAXDYN_CACHE_DIR") or \
+        os.path.join(os.path.expanduser("~"), ".cache", "jaxdyn")
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return path
+
+
 def _robot(name):
     from .io.named import robot_by_name
     return robot_by_name(name)
@@ -104,16 +120,16 @@ def _setup(args) -> _Setup:
     T = sim["T"]
     traj_fn = None
     if ctl["type"] == "zero":
-        ctrl = jaxdyn.zero_torque(model)
+        ctrl = jaxdyn.integrators.zero_torque(model)
     elif ctl["type"] == "hold":
         ctrl = _hold(model, q0, ctl.get("kp", 100.0), ctl.get("kd", 20.0))
     else:
         qT = np.asarray(ctl["q_final"], float)
         if qT.shape != (model.nv,):
             raise ConfigError(f"{cfg['name']}: control.q_final must have {model.nv} entries")
-        traj_fn = jaxdyn.cycloidal(q0, qT, T)
-        ctrl = jaxdyn.feedforward(model, traj_fn) if ctl["type"] == "feedforward" else \
-            jaxdyn.computed_torque(model, traj_fn, ctl.get("kp", 100.0), ctl.get("kd", 20.0))
+        traj_fn = jaxdyn.integrators.cycloidal(q0, qT, T)
+        ctrl = jaxdyn.integrators.feedforward(model, traj_fn) if ctl["type"] == "feedforward" else \
+            jaxdyn.integrators.computed_torque(model, traj_fn, ctl.get("kp", 100.0), ctl.get("kd", 20.0))
     system = closed if closed is not None else model
     if closed is not None and sim["method"] in ("rccfd", "lilly_orin"):
         from .io.mechanisms import STRUCTURED
@@ -216,6 +232,7 @@ def main(argv=None):
         a.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
     args = p.parse_args(argv)
     gc.set_threshold(*GC_THRESHOLDS)
+    use_compilation_cache()
     from .errors import JaxdynError, SimulationError
     try:
         if args.cmd == "simulate":

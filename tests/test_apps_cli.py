@@ -51,7 +51,7 @@ def test_trajopt_default_runs_and_beats_cycloidal(tmp_path, monkeypatch):
     assert np.abs(np.asarray(tr.qd[-1])).max() < 0.05
     T = dt * (X.shape[0] - 1)
     cyc = jaxdyn.rollout(m, jnp.zeros(6), jnp.zeros(6),
-                         jaxdyn.computed_torque(m, jaxdyn.cycloidal(jnp.zeros(6), jnp.asarray(qT), T), 100.0, 20.0),
+                         jaxdyn.integrators.computed_torque(m, jaxdyn.integrators.cycloidal(jnp.zeros(6), jnp.asarray(qT), T), 100.0, 20.0),
                          dt, X.shape[0] - 1, stepper="euler")
     assert np.abs(np.asarray(cyc.q[-1]) - qT).max() < 0.05       # the comparison reaches the target too
     e_opt = np.sum(X[:-1, 13:19] ** 2) * dt

@@ -259,16 +259,13 @@ def _make_optimizer(name, learning_rate, memory_size):
     raise ArgumentError(f"optimizer must be 'adam' or 'lbfgs', got {name!r}")
 
 
-def _run(f, opt, params, iterations, lbfgs, progress=None, round_index=0):
-    """Minimize f from params by ``iterations`` optax steps in one lax.scan -> (params, history).
-    ``progress(round, iteration)`` is called on the host after each step (jax.debug.callback)."""
+def _run(f, opt, params, iterations, lbfgs):
+    """Minimize f from params by ``iterations`` optax steps in one lax.scan -> (params, history)."""
     with optax_promotion():
         state = opt.init(params)
     vg = optax.value_and_grad_from_state(f) if lbfgs else jax.value_and_grad(f)
 
     def step(carry, i):
-        if progress is not None:
-            jax.debug.callback(progress, round_index, i)
         p, s = carry
         v, g = vg(p, state=s) if lbfgs else vg(p)
         with optax_promotion():
@@ -301,8 +298,10 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
         "adam" (``learning_rate``).
       robust: ``prob.model`` is a :func:`jaxdyn.stack` of variants (same structure, e.g.
         payload masses): minimize the mean cost (and mean constraint) over them with one U.
-      progress: None or ``fn(round, iteration)`` called on the host after every optimizer step
-        (progress bars; one call per start under multi-start).
+      progress: None or ``fn(round, iteration)`` called on the host after every round of the
+        augmented Lagrangian (iteration = the round's last; progress bars).  Each round is
+        one call of one compiled program (no host callback inside it, so JAX's persistent
+        compilation cache can keep it).
     Returns:
       :class:`Result`; ``defect`` is max |c| at the end.
     """
@@ -323,8 +322,9 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
 @functools.lru_cache(maxsize=32)
 def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segments, defects, rounds, rho, robust,
             memory_size, progress):
-    """The jitted optimizer of :func:`optimize`, cached per problem and options (one compile
-    for repeated calls, e.g. separate multi-starts)."""
+    """The optimizer of :func:`optimize`, cached per problem and options (one compile for
+    repeated calls, e.g. separate multi-starts): three compiled programs (start, one round of
+    the augmented Lagrangian, the final rollout), the rounds called from Python."""
     opt = _make_optimizer(optimizer, learning_rate, memory_size)
     lbfgs = optimizer == "lbfgs"
     model = prob.model
@@ -347,26 +347,24 @@ def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segme
     terms = mean(terms_one)
     single = mean(lambda Z, m: single_shooting_cost(prob, Z, m))
 
-    def solve_one(Z):
+    v = jax.vmap if batched else (lambda f: f)
+
+    def start(Z):
         params = Z if shooting == "single" else multiple_shooting_init(prob, Z, S, model0)
         nc = jax.eval_shape(terms, params).shape[0] - 1
-        lam = jnp.zeros(nc, Z.dtype)
+        return params, jnp.zeros(nc, Z.dtype)
 
-        def round_(carry, r):
-            p, lam = carry
+    def round_(params, lam):
+        def f(p):
+            jc = terms(p)
+            J, c = jc[0], jc[1:]
+            return J + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
 
-            def f(p):
-                jc = terms(p)
-                J, c = jc[0], jc[1:]
-                return J + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
+        params, hist = _run(f, opt, params, iterations, lbfgs)
+        c = terms(params)[1:]
+        return params, (lam + rho * c if defects == "al" else lam), hist
 
-            p, hist = _run(f, opt, p, iterations, lbfgs, progress, r)
-            c = terms(p)[1:]
-            lam = lam + rho * c if defects == "al" else lam
-            return (p, lam), hist
-
-        n_rounds = rounds if nc else 1
-        (params, lam), hist = lax.scan(round_, (params, lam), jnp.arange(n_rounds))
+    def finish(params):
         Zf = params if shooting == "single" else params["Z"]
         tr = simulate(prob, Zf, model0)
         if shooting == "single" and not robust:     # one final rollout serves every output
@@ -374,10 +372,23 @@ def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segme
             c = psi(tr.q[-1], tr.qd[-1])
         else:
             J, c = single(Zf), terms(params)[1:]
-        dmax = jnp.max(jnp.abs(c)) if nc else jnp.zeros((), Z.dtype)
-        return params, tr.tau[:-1], J, hist.reshape(-1), dmax, tr
+        dmax = jnp.max(jnp.abs(c)) if c.shape[0] else jnp.zeros((), Zf.dtype)
+        return tr.tau[:-1], J, dmax, tr
 
-    return jax.jit(jax.vmap(solve_one) if batched else solve_one)
+    start_j, round_j, finish_j = jax.jit(v(start)), jax.jit(v(round_)), jax.jit(v(finish))
+
+    def solve(Z):
+        params, lam = start_j(Z)
+        hists = []
+        for r in range(rounds if lam.shape[-1] else 1):
+            params, lam, h = round_j(params, lam)
+            hists.append(h)
+            if progress is not None:
+                progress(r, iterations - 1)
+        U, J, dmax, tr = finish_j(params)
+        return params, U, J, jnp.concatenate(hists, -1), dmax, tr
+
+    return solve
 
 
 def effort(U, dt):

@@ -172,15 +172,12 @@ def run(args) -> int:
     kw = dict(shooting=o["shooting"], optimizer=o["name"], iterations=o["iterations"], rounds=o["rounds"],
               rho=o["rho"], learning_rate=o["learning_rate"], segments=o["segments"], robust=robust)
     t_wall = time.time()
-    print("compiling (one jitted program) ...", file=sys.stderr)
+    print("compiling ...", file=sys.stderr)
     total = (o["rounds"] if cons is not None or o["shooting"] == "multiple" else 1) * o["iterations"]
     from ..output import progress_bar
-    seen = {"n": 0}
 
     def progress(r, i):
-        if K == 1 or seen["n"] % K == 0:
-            progress_bar(min(int(r) * o["iterations"] + int(i) + 1, total), total, t_wall)
-        seen["n"] += 1
+        progress_bar(min(int(r) * o["iterations"] + int(i) + 1, total), total, t_wall)
 
     res = to.optimize(prob, Z0, progress=progress, **kw)
     jax.block_until_ready(res.U)
@@ -212,8 +209,8 @@ def run(args) -> int:
         drift = np.asarray(jax.vmap(lambda q: jaxdyn.constraint_residual(closed, q))(jnp.asarray(Q)))
         lines.append(f"constraint drift: max |residual| = {np.abs(drift).max():.3g}")
     if cfg["compare"]["cycloidal"] and nq == nv and closed is None and full:
-        traj = jaxdyn.cycloidal(q0, qT, steps * dt)
-        ctr = jaxdyn.rollout(model, jnp.asarray(q0), jnp.asarray(qd0), jaxdyn.computed_torque(model, traj, 100.0, 20.0),
+        traj = jaxdyn.integrators.cycloidal(q0, qT, steps * dt)
+        ctr = jaxdyn.rollout(model, jnp.asarray(q0), jnp.asarray(qd0), jaxdyn.integrators.computed_torque(model, traj, 100.0, 20.0),
                              dt, steps, stepper=p["stepper"])
         cyc = np.asarray(ctr.tau[:-1])
         Jc = float(to.effort(cyc, dt))
