@@ -58,7 +58,7 @@ def test_frames_and_jacobians(robot_pair, name):
                 np.testing.assert_allclose(jaxdyn.frame_velocity(m, q, v, fn, ref), vp, atol=1e-10)
                 np.testing.assert_allclose(jaxdyn.frame_acceleration(m, q, v, a, fn, ref), ap, atol=1e-10)
         ac = pin.getFrameClassicalAcceleration(pm, pd, fid, pin.ReferenceFrame.LOCAL).vector
-        np.testing.assert_allclose(jaxdyn.frame_classical_acceleration(m, q, v, a, fn, "local"), ac,
+        np.testing.assert_allclose(jaxdyn.kinematics.frame_classical_acceleration(m, q, v, a, fn, "local"), ac,
                                    atol=1e-10)
 
 

@@ -134,7 +134,7 @@ def test_denoc_twists_are_mass_centre_velocities():
     dn = jaxdyn.saha.denoc(m, q)
     t = (dn.N_l @ dn.N_d @ qd).reshape(m.nb, 6)
     for b, name in enumerate(m.body_names):
-        vC = jaxdyn.point_velocity(m, q, qd, name, m.com[b])           # world-frame velocity of C_b
+        vC = jaxdyn.kinematics.point_velocity(m, q, qd, name, m.com[b])           # world-frame velocity of C_b
         close(t[b, 3:], vC, err=f"v_C of {name}")
         w = jaxdyn.frame_velocity(m, q, qd, name, reference="local_world_aligned")[3:]
         close(t[b, :3], w, err=f"omega of {name}")
@@ -176,13 +176,13 @@ def test_opspace_inverse_inertia(name):
         Mi = jaxdyn.minv(m, q)
         for ref in ("world", "local", "local_world_aligned"):
             J = jnp.concatenate([jaxdyn.frame_jacobian(m, q, f, reference=ref) for f in pick], 0)
-            close(jaxdyn.opspace_inverse_inertia(m, q, pick, reference=ref), J @ Mi @ J.T, err=ref)
+            close(jaxdyn.operators.opspace_inverse_inertia(m, q, pick, reference=ref), J @ Mi @ J.T, err=ref)
     if name == "puma560":
         J = jaxdyn.frame_jacobian(m, q, "ee", reference="local_world_aligned")
-        Lam = jaxdyn.opspace_inertia(m, q, "ee")
+        Lam = jaxdyn.operators.opspace_inertia(m, q, "ee")
         close(Lam @ (J @ Mi @ J.T), np.eye(6), rtol=1e-9)
         # 3 frames on a 6-dof arm: 18 coordinates, rank 6 -> singular -> NaN (documented)
-        assert np.isnan(np.asarray(jaxdyn.opspace_inertia(m, q, pick))).any()
+        assert np.isnan(np.asarray(jaxdyn.operators.opspace_inertia(m, q, pick))).any()
 
 
 def test_opspace_two_feet_talos(robot_pair):
@@ -191,7 +191,7 @@ def test_opspace_two_feet_talos(robot_pair):
     fr = ["left_sole_link", "right_sole_link", "gripper_left_joint"]
     fr = [f for f in fr if f in m.frame_names] or list(m.frame_names)[-2:]
     J = jnp.concatenate([jaxdyn.frame_jacobian(m, q, f, reference="local") for f in fr], 0)
-    close(jaxdyn.opspace_inverse_inertia(m, q, fr, reference="local"), J @ jaxdyn.minv(m, q) @ J.T)
+    close(jaxdyn.operators.opspace_inverse_inertia(m, q, fr, reference="local"), J @ jaxdyn.minv(m, q) @ J.T)
 
 
 def test_gradients_match_aba():

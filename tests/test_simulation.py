@@ -63,8 +63,8 @@ def test_planar3_simulation_matches_closed_form(forced):
     m = jaxdyn.robots.planar3()
     dt, n = 0.01, 200
     q0 = np.zeros(3)
-    traj = jaxdyn.cycloidal(q0, np.full(3, np.pi), 10.0)
-    ctrl = jaxdyn.feedforward(m, traj) if forced else None
+    traj = jaxdyn.integrators.cycloidal(q0, np.full(3, np.pi), 10.0)
+    ctrl = jaxdyn.integrators.feedforward(m, traj) if forced else None
     tr = jaxdyn.rollout(m, q0, np.zeros(3), ctrl, dt, n, stepper="rk4")
 
     def tau_of(t):
@@ -88,8 +88,8 @@ def test_forced_runs_track_then_deviate():
     m = jaxdyn.robots.stanford_arm()
     q0 = np.array([0, np.pi / 2, 0, 0, 0, 0.0])
     qT = np.array([np.pi / 3, np.pi / 3, 0.1, np.pi / 3, np.pi / 3, np.pi / 3])
-    traj = jaxdyn.cycloidal(q0, qT, 10.0)
-    tr = jaxdyn.rollout(m, q0, np.zeros(6), jaxdyn.feedforward(m, traj), 0.01, 1000, stepper="rkf45",
+    traj = jaxdyn.integrators.cycloidal(q0, qT, 10.0)
+    tr = jaxdyn.rollout(m, q0, np.zeros(6), jaxdyn.integrators.feedforward(m, traj), 0.01, 1000, stepper="rkf45",
                         rtol=1e-6, atol=1e-9)
     qd = jax.vmap(lambda t: traj(t)[0])(tr.t)
     dev = np.abs(np.asarray(tr.q - qd)).max(1)
