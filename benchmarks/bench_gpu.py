@@ -6,19 +6,19 @@ Usage: python benchmarks/bench_gpu.py [--robots panda,anymal_c,talos_reduced,g1]
          [--out benchmarks/results/gpu.json]
 
 Needs no Pinocchio (the GPU machine has none): the robots are the URDFs of
-``bench_core.URDFS`` under ``--robots-dir`` (default: example-robot-data's folder), states are
-``jaxdyn.random_configuration`` and standard normal velocities and torques.  Per robot, dtype
-and batch size B (each call waits for its result; median of repeated calls / B):
+``bench_engine.ROBOTS`` under ``--robots-dir`` (default: example-robot-data's folder), states
+are ``jaxdyn.random_configuration`` and standard normal velocities and torques.  Per robot,
+dtype and batch size B (each call waits for its result; median of repeated calls / B):
 
-* ``vmap_aba``: ``jax.jit(jax.vmap(jaxdyn.aba))`` (its custom_vmap rule: the batch-last kernels);
-* ``vmap_aba_unwrapped``: ``jax.jit(jax.vmap(aba_unwrapped))`` (the per-state passes batched by
-  vmap: every state of the batch in each body's step);
-* ``aba_batch`` with its default chunk and with ``chunk=B`` (one chunk);
+* ``vmap_aba``: ``jax.jit(jax.vmap(jaxdyn.aba))``;
 * ``vmap_rnea``: ``jax.jit(jax.vmap(jaxdyn.rnea))``;
-* at ``--deriv-batch`` (f64): ``derivatives_batch`` (default chunk and ``chunk=B``) and
-  ``jax.jit(jax.vmap(jax.grad(...)))`` of a scalar of ``jaxdyn.aba`` (its implicit rule);
+* at ``--deriv-batch`` (f64): ``vmap_aba_derivatives``, ``jax.jit(jax.vmap(jaxdyn.aba_derivatives))``,
+  and ``vmap_grad_aba``, ``jax.jit(jax.vmap(jax.grad(...)))`` of a scalar of ``jaxdyn.aba``;
 * a ``jaxdyn.stack`` of all the robots under ``vmap(aba)`` (lanes grouped by member) vs the same
   batch of its largest member alone.
+
+(Before the one-engine rewrite the rows ``aba_batch`` and ``derivatives_batch`` timed the entry
+points that ``vmap`` replaces; compare them with ``vmap_aba`` and ``vmap_aba_derivatives``.)
 
 Agreement (key ``check``): each function's result on the default backend against the same
 function on the CPU backend (``jax.default_device``), as the largest relative error, and the
@@ -38,7 +38,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_core import URDFS, robots_dir  # noqa: E402
+from bench_engine import ROBOTS as URDFS  # noqa: E402
 from timing import timeit  # noqa: E402
 
 
@@ -56,8 +56,7 @@ def main():
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     import jaxdyn
-    from jaxdyn.dynamics import aba_unwrapped
-    from jaxdyn.dynamics.chunks import default_chunk
+    from jaxdyn.io.named import example_robot_data_dir
 
     dev = jax.devices()[0]
     cpu = jax.devices("cpu")[0]
@@ -82,7 +81,7 @@ def main():
         a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
         return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
 
-    rd = args.robots_dir or robots_dir()
+    rd = args.robots_dir or example_robot_data_dir()
     batches = [int(b) for b in args.batches.split(",")]
     Bmax = max(batches + [args.deriv_batch])
     models, states = {}, {}
@@ -101,17 +100,12 @@ def main():
             dt = jnp.float64 if dname == "f64" else jnp.float32
             m = jax.tree_util.tree_map(lambda x: x.astype(dt) if jnp.issubdtype(x.dtype, jnp.floating) else x, m64)
             va = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
-            vu = jax.jit(jax.vmap(aba_unwrapped, (None, 0, 0, 0)))
             vr = jax.jit(jax.vmap(jaxdyn.rnea, (None, 0, 0, 0)))
             for B in batches:
                 Q, V, T = (jnp.asarray(x[:B], dt) for x in states[name])
                 row = res["robots"][name].setdefault(f"{dname}_B{B}", {})
                 print(f"{name} {dname} B={B}", flush=True)
                 timed("vmap_aba", row, lambda: va(m, Q, V, T), B)
-                timed("vmap_aba_unwrapped", row, lambda: vu(m, Q, V, T), B)
-                timed("aba_batch", row, lambda: jaxdyn.aba_batch(m, Q, V, T), B)
-                if default_chunk(None, 128) < B:
-                    timed("aba_batch_one_chunk", row, lambda: jaxdyn.aba_batch(m, Q, V, T, chunk=B), B)
                 timed("vmap_rnea", row, lambda: vr(m, Q, V, T), B)
                 save()
             B = min(args.deriv_batch, Bmax)
@@ -123,8 +117,6 @@ def main():
                 tau_cpu = jax.jit(jax.vmap(jaxdyn.rnea, (None, 0, 0, 0)))(mc, Qc, Vc, qdd_cpu)
             chk = res["check"].setdefault(name, {})
             chk[f"{dname}_vmap_aba_vs_cpu"] = rel(qdd, qdd_cpu)
-            chk[f"{dname}_vmap_unwrapped_vs_cpu"] = rel(vu(m, Q, V, T), qdd_cpu)
-            chk[f"{dname}_aba_batch_vs_cpu"] = rel(jaxdyn.aba_batch(m, Q, V, T), qdd_cpu)
             chk[f"{dname}_vmap_rnea_vs_cpu"] = rel(vr(m, Q, V, qdd), tau_cpu)
             chk[f"{dname}_rnea_of_aba_vs_tau"] = rel(vr(m, Q, V, qdd), T)
             print(" ", {k: f"{v:.1e}" for k, v in chk.items() if k.startswith(dname)}, flush=True)
@@ -133,15 +125,15 @@ def main():
                 continue
             row = res["robots"][name].setdefault(f"{dname}_B{B}", {})
             print(f"{name} {dname} derivatives B={B}", flush=True)
-            timed("derivatives_batch", row, lambda: jaxdyn.derivatives_batch(m, Q, V, T), B)
-            if default_chunk(None, 32, "matrices") < B:
-                timed("derivatives_batch_one_chunk", row, lambda: jaxdyn.derivatives_batch(m, Q, V, T, chunk=B), B)
+            vd = jax.jit(jax.vmap(jaxdyn.aba_derivatives, (None, 0, 0, 0)))
+            timed("vmap_aba_derivatives", row, lambda: vd(m, Q, V, T), B)
             w = jnp.asarray(np.random.default_rng(1).normal(size=m.nv))
             g = jax.jit(jax.vmap(jax.grad(lambda q, v, t: jaxdyn.aba(m, q, v, t) @ w, argnums=(0, 1, 2))))
             timed("vmap_grad_aba", row, lambda: g(Q, V, T), B)
-            D = jaxdyn.derivatives_batch(m, Q[:64], V[:64], T[:64])
+            D = vd(m, Q[:64], V[:64], T[:64])
             with jax.default_device(cpu):
-                Dc = jaxdyn.derivatives_batch(*jax.device_put((m, Q[:64], V[:64], T[:64]), cpu))
+                Dc = jax.jit(jax.vmap(jaxdyn.aba_derivatives, (None, 0, 0, 0)))(
+                    *jax.device_put((m, Q[:64], V[:64], T[:64]), cpu))
             chk["f64_derivatives_vs_cpu"] = max(rel(a, b) for a, b in zip(D, Dc))
             print("  derivatives vs cpu", f"{chk['f64_derivatives_vs_cpu']:.1e}", flush=True)
             save()
@@ -168,12 +160,9 @@ def stack_rows(models, states, batches):
     for B in batches:
         per = B // len(ms)
         member = np.repeat(np.arange(len(ms)), per)
-        stb = jax.tree_util.tree_map(lambda a: a[member], st)
-        Q = np.concatenate([np.stack([np.asarray(jaxdyn.pad_state(m, q, st.nq)) for q in states[n][0][:per]])
-                            for n, m in models.items()])
-        V, T = (np.concatenate([np.pad(states[n][i][:per], ((0, 0), (0, st.nv - m.nv))) for n, m in models.items()])
-                for i in (1, 2))
-        Q, V, T = jnp.asarray(Q), jnp.asarray(V), jnp.asarray(T)
+        stb = st.lanes(member)
+        Q, V, T = (jnp.concatenate([f(j, jnp.asarray(states[n][i][:per])) for j, n in enumerate(models)])
+                   for i, f in ((0, st.q), (1, st.v), (2, st.v)))
         nbig = [n for n, m in models.items() if m is big][0]
         Qb, Vb, Tb = (jnp.asarray(x[:len(member)]) for x in states[nbig])
         va, vb = jax.jit(jax.vmap(jaxdyn.aba)), jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))
@@ -186,8 +175,9 @@ def stack_rows(models, states, batches):
         err = 0.0
         for i, m in enumerate(ms):
             s = slice(i * per, (i + 1) * per)
-            own = vb(m, Q[s, :m.nq], V[s, :m.nv], T[s, :m.nv])
-            err = max(err, float(jnp.max(jnp.abs(qdd[s, :m.nv] - own)) / max(1.0, float(jnp.max(jnp.abs(own))))))
+            own = vb(m, jnp.asarray(states[list(models)[i]][0][:per]), *(jnp.asarray(states[list(models)[i]][k][:per])
+                                                                        for k in (1, 2)))
+            err = max(err, float(jnp.max(jnp.abs(st.member_v(i, qdd[s]) - own)) / max(1.0, float(jnp.max(jnp.abs(own))))))
         out[f"B{n}_stack_vs_members"] = err
         print(f"stack B={n}: {out[f'B{n}_stack_us']:.4f} us/state vs {nbig} alone "
               f"{out[f'B{n}_{nbig}_alone_us']:.4f}; vs members {err:.1e}", flush=True)
