@@ -11,11 +11,13 @@ with C states on the minor axis, so that each product is a vectorized loop over 
 (``jax.jit(jax.vmap(aba))`` ~10x faster than a plain vmap of the same passes on a CPU).
 
 On the CPU the rule splits the batch into n chunks of C states (chunk i holds the states
-c n + i, c = 0..C-1), run one after the other by ``lax.map`` so that a chunk's arrays stay in
-cache, and passes the algorithm a fusion barrier ``keep``: XLA:CPU fuses a
-product into every consumer and recomputes it there; ``keep(x)``, a ``lax.cond`` on the chunk
-counter that XLA cannot fold, makes each named quantity of a step (U, D^-1, Ia, ...) be
-computed once (2x on ``vmap(aba)``).  On other backends the batch is one chunk and ``keep`` is
+c n + i, c = 0..C-1), run one after the other by a ``lax.fori_loop`` so that a chunk's arrays
+stay in cache: each chunk gathers its lanes and moves them batch-last itself, and writes its
+results batch-first into the output (a layout change of the whole batch outside the loop
+would stream every array through memory twice).  The rule passes the algorithm a fusion
+barrier ``keep``: XLA:CPU fuses a product into every consumer and recomputes it there;
+``keep(x)``, a ``lax.cond`` on the chunk counter that XLA cannot fold, makes each named
+quantity of a step (U, D^-1, Ia, ...) be computed once.  On other backends the batch is one chunk and ``keep`` is
 the identity (a GPU runs the lanes in parallel).  The choice is ``lax.platform_dependent``,
 made where the program is lowered.  Arguments may be sharded along the batch axis
 (``jax.sharding.NamedSharding``): a chunk takes every n-th state, so the shards stay on their
@@ -82,13 +84,23 @@ def run_batch(core, B, in_batched, args, chunk):
         n = -(-B // C)
         rows = n * C
 
-        def lanes(x):                               # (B, ...) -> (n, ..., C): chunk i holds lanes c n + i
+        def grid(x):                                # (B, ...) -> (C, n, ...): chunk i is [:, i], lanes c n + i
             if rows > B:
                 x = jnp.concatenate([x, jnp.broadcast_to(x[:1], (rows - B,) + x.shape[1:])])
-            return jnp.moveaxis(x.reshape((C, n) + x.shape[1:]), 0, -1)
-        batched = [lanes(x) for x, f in zip(xs, flags) if f]
-        out = lax.map(lambda inp: call(inp[1], C, barrier(inp[0])), (jnp.arange(n, dtype=jnp.int32), batched))
-        return tmap(lambda y: jnp.moveaxis(y, -1, 0).reshape((rows,) + y.shape[1:-1])[:B], out)
+            return x.reshape((C, n) + x.shape[1:])
+        batched = [grid(x) for x, f in zip(xs, flags) if f]
+
+        def chunk_out(i):
+            """Chunk i's outputs, batch-first (C, ...): the layout changes happen per chunk, in cache."""
+            lanes = [jnp.moveaxis(lax.dynamic_index_in_dim(x, i, 1, keepdims=False), 0, -1) for x in batched]
+            return tmap(lambda y: jnp.moveaxis(y, -1, 0), call(lanes, C, barrier(i)))
+
+        def body(i, acc):
+            return tmap(lambda a, y: lax.dynamic_update_index_in_dim(a, y, i, 1), acc, chunk_out(i))
+        shapes = jax.eval_shape(chunk_out, jnp.int32(0))
+        acc = tmap(lambda s: jnp.zeros((C, n) + s.shape[1:], s.dtype), shapes)
+        out = lax.fori_loop(0, n, body, acc)
+        return tmap(lambda y: y.reshape((rows,) + y.shape[2:])[:B], out)
 
     def whole(*xs):
         out = call([jnp.moveaxis(x, 0, -1) for x, f in zip(xs, flags) if f], B, same)
