@@ -209,6 +209,14 @@ def run(args) -> int:
     cons = si.consistency_report(true, pi_c)
     cf = cons[~fixed]                           # the fitted bodies
     physical = bool(np.all(cf[:, 0] > 0) and np.all(cf[:, 1] >= -1e-12) and np.all(cf[:, 2] >= -1e-12))
+    kept = (f"{int(fixed.sum())} bodies without a positive-definite pseudo-inertia kept at the start: "
+            f"{[true.body_names[i] for i in np.flatnonzero(fixed)]}")
+    if len(cf):
+        consistency = (f"physical consistency of the identified bodies: {'all valid' if physical else 'VIOLATED'} "
+                       f"(min mass {cf[:, 0].min():.4g}, min principal moment {cf[:, 1].min():.3g}, "
+                       f"min triangle margin {cf[:, 2].min():.3g})" + (f"; {kept}" if fixed.any() else ""))
+    else:
+        consistency = f"physical consistency: no body was fitted with a consistency constraint ({kept})"
     wall = time.time() - t_wall
     lines = [f"config: {name}", f"robot: {true.name} (nb={true.nb}, {10 * true.nb} inertial parameters)",
              f"data: {source}",
@@ -222,11 +230,7 @@ def run(args) -> int:
              f"  start       {np.round(rms(res_0), 4).tolist()}",
              f"  least sq.   {np.round(rms(res_ls), 4).tolist()}",
              f"  consistent  {np.round(rms(res_c), 4).tolist()}",
-             f"physical consistency of the identified bodies: {'all valid' if physical else 'VIOLATED'} "
-             f"(min mass {cf[:, 0].min():.4g}, min principal moment {cf[:, 1].min():.3g}, "
-             f"min triangle margin {cf[:, 2].min():.3g})"
-             + (f"; {int(fixed.sum())} bodies without a positive-definite pseudo-inertia kept at the start: "
-                f"{[true.body_names[i] for i in np.flatnonzero(fixed)]}" if fixed.any() else ""),
+             consistency,
              f"joint limits: {'; '.join(lim_lines) if lim_lines else 'respected'}",
              f"wall time: {wall:.1f} s"]
     _write(out, name, true, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
