@@ -173,12 +173,12 @@ def main():
         if "before" in res:
             row.append(f"{res['before'].get(k, float('nan')):8.2f}")
         print(f"{k:34s}" + " ".join(row))
-    plot(res, args.out.replace(".json", ".png"))
+    plot(res, args.out.replace(".json", ".png"), args.batch)
     print("wrote", args.out)
 
 
-def plot(res, path):
-    """One panel per function: µs per state (log scale) per robot, one bar per version, the
+def plot(res, path, batch):
+    """One panel per function: µs per state per robot, one bar per version, the
     earlier version's best entry point and Pinocchio."""
     try:
         import matplotlib
@@ -201,7 +201,7 @@ def plot(res, path):
             vals = [get(r, f) or np.nan for r in robots]
             ax.bar(np.arange(len(robots)) + k * w, vals, w, label=lab)
         ax.set_xticks(np.arange(len(robots)) + w * (len(series) - 1) / 2, robots, rotation=20, fontsize=8)
-        ax.set_title(f"{f} (f64, B = batch)")
+        ax.set_title(f"{f} (f64, B = {batch})")
         ax.set_ylabel("µs per state")
     axes[0].legend(fontsize=7)
     fig.tight_layout()
