@@ -117,6 +117,7 @@ def _setup(args) -> _Setup:
         q0 = qn
     if closed is not None:      # consistent initial conditions on the constraint manifold
         q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
+        jaxdyn.constraints.check_assembled(closed, q0, f"{cfg['name']}: initial.q0")
     T = sim["T"]
     traj_fn = None
     if ctl["type"] == "zero":

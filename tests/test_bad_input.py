@@ -334,6 +334,28 @@ def test_cli_config_errors_exit_2_one_line(tmp_path, capsys, body, pattern):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_closed_chain_that_does_not_assemble_is_named(tmp_path, capsys):
+    """A mechanism whose loops cannot close, or a start the projection cannot leave, raises a
+    ModelError naming the constraint and its residual (never a q0 off the manifold); the CLI
+    exits 2 naming the config key."""
+    from jaxdyn.constraints import check_assembled, constraint_residual, project_constraints
+    import re
+    with pytest.raises(jaxdyn.ModelError, match=r"four_bar.*'pin' residual") as e:
+        jaxdyn.mechanisms.four_bar(ground=10.0)
+    # the pivot is 10 m from the crank's axis and the links reach 4.5 m at most
+    assert float(re.search(r"'pin' residual ([\d.e+-]+)", str(e.value)).group(1)) >= 5.5
+    cm, q0 = jaxdyn.mechanisms.four_bar()
+    assert np.abs(np.asarray(constraint_residual(cm, check_assembled(cm, q0, "t")))).max() <= 1e-10
+    q, _ = project_constraints(cm, np.zeros(3), np.zeros(3))    # straight chain: a singular start
+    with pytest.raises(jaxdyn.ModelError, match=r"start: .*'pin' residual 2\.5"):
+        check_assembled(cm, q, "start")
+    p = tmp_path / "c.toml"
+    p.write_text('[robot]\nname = "four_bar"\n[simulation]\nT = 0.01\ndt = 0.001\nmethod = "schur"\n'
+                 '[initial]\nq0 = [0.0, 0.0, 0.0]\n')
+    rc, err = _cli(capsys, p, "--out", tmp_path / "o")
+    assert rc == 2 and "initial.q0" in err and "'pin' residual" in err and "Traceback" not in err, err
+
+
 def test_cli_paths(tmp_path, capsys):
     rc, err = _cli(capsys, tmp_path)                      # a directory as config
     assert rc == 2 and "is a directory" in err

@@ -126,6 +126,7 @@ def run(args) -> int:
         raise ConfigError(f"{name}: problem.stabilization needs a closed mechanism and [alpha, beta] >= 0")
     if closed is not None:
         q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
+        jaxdyn.constraints.check_assembled(closed, q0, f"{name}: problem.q0")
     lim = _vec(cfg, "problem", "tau_limit", nv, None) if "tau_limit" in p else None
     if lim is not None and np.any(lim <= 0):
         raise ConfigError(f"{name}: problem.tau_limit must be > 0, got {lim.tolist()}")

@@ -9,6 +9,7 @@ from .dynamics import (constrained_forward_dynamics as constrained_forward_dynam
                        constraint_residual as constraint_residual,
                        constraint_bias as constraint_bias,
                        project_constraints as project_constraints,
+                       check_assembled as check_assembled,
                        ConstrainedResult as ConstrainedResult)
 
 # Star-import and introspection list, derived from the explicit re-exports above.

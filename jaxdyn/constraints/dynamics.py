@@ -40,10 +40,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..batching import crba, forward_dynamics, rnea
 from ..dynamics.opspace import opspace_inverse_inertia
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ModelError
 from ..kinematics import frame_terms
 from ..model.configuration import integrate
 from ..model.model import check_state
@@ -243,7 +244,10 @@ def project_constraints(cm: ClosedModel, q, qd, iters=20):
     """Consistent initial conditions: (q, qd) moved onto r(q) = 0 and K qd = 0.
 
     q: ``iters`` Gauss-Newton steps q <- q (+) (-K^+ r) (least-norm steps, a fixed count: no
-    while loop); qd: its least-norm correction qd - K^+ K qd.  Returns (q, qd).
+    while loop); qd: its least-norm correction qd - K^+ K qd.  Returns (q, qd).  Where the
+    mechanism cannot close (links too short, a pose out of reach) the steps end at a least-
+    squares point with r(q) != 0; this function stays traceable and does not check:
+    :func:`check_assembled` does, on concrete values.
     """
     model = cm.model
     check_state(model, q=q, qd=qd)
@@ -260,3 +264,18 @@ def project_constraints(cm: ClosedModel, q, qd, iters=20):
     q, _ = jax.lax.scan(step, q, None, length=iters)
     K = constraint_jacobian(cm, q)
     return q, qd - pinv_apply(K, K @ qd)
+
+
+def check_assembled(cm: ClosedModel, q, where: str, tol: float = 1e-8):
+    """Raise :class:`jaxdyn.errors.ModelError` naming ``where``, the violated constraints and
+    their residuals unless every constraint holds at the concrete configuration q:
+    max |r_i(q)| <= tol (metres for positions, radians for orientations).  Returns q."""
+    r = np.abs(np.asarray(constraint_residual(cm, q)))
+    ends = np.cumsum(cm.rows)
+    bad = [(name, float(r[e - n:e].max())) for name, n, e in zip(cm.names, cm.rows, ends) if n and r[e - n:e].max() > tol]
+    if bad or not np.all(np.isfinite(r)):
+        listed = ", ".join(f"{name!r} residual {v:.3g}" for name, v in bad) or "non-finite residual"
+        raise ModelError(f"{where}: the closed chain {cm.model.name!r} is not assembled after projection "
+                         f"({listed}; tolerance {tol:g}): either its loops cannot close (lengths, placements, "
+                         f"a pose out of reach) or the projection started at a singular pose; start elsewhere")
+    return q

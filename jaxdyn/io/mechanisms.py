@@ -16,7 +16,7 @@ def four_bar(ground=2.0, crank=1.0, coupler=2.0, rocker=1.5, masses=(1.0, 2.0, 1
     """Planar four-bar in the x-y plane under gravity -y: crank, coupler and rocker as a chain of
     revolute joints about z from the origin, the rocker tip pinned to the world at (ground, 0, 0)
     by a 3-row point constraint (the z row is redundant: rank 2, 1 dof)."""
-    from ..constraints import Constraint, close_loops, project_constraints
+    from ..constraints import Constraint, check_assembled, close_loops, project_constraints
     L = [crank, coupler, rocker]
     rods = [_rod(l, mm) for l, mm in zip(L, masses)]
     m = build_model(parent=[-1, 0, 1], jtype=["revolute"] * 3, Xtree_E=np.tile(np.eye(3), (3, 1, 1)),
@@ -27,13 +27,13 @@ def four_bar(ground=2.0, crank=1.0, coupler=2.0, rocker=1.5, masses=(1.0, 2.0, 1
     cm = close_loops(m, [Constraint("point", "tip", None, placement_b=(np.eye(3), np.array([ground, 0.0, 0.0])),
                                     name="pin")])
     q, _ = project_constraints(cm, np.array([np.pi / 3, -np.pi / 3, -np.pi / 2]), np.zeros(3))
-    return cm, np.asarray(q)
+    return cm, np.asarray(check_assembled(cm, q, "mechanisms.four_bar"))
 
 
 def five_bar(base=1.0, proximal=1.0, distal=1.2, masses=(1.0, 0.8, 1.0, 0.8)):
     """Planar five-bar parallel mechanism (2 dof): two proximal-distal chains from ground pivots
     at (-base/2, 0, 0) and (base/2, 0, 0), their distal tips pinned together."""
-    from ..constraints import Constraint, close_loops, project_constraints
+    from ..constraints import Constraint, check_assembled, close_loops, project_constraints
     rods = [_rod(l, mm) for l, mm in zip((proximal, distal, proximal, distal), masses)]
     E = np.tile(np.eye(3), (4, 1, 1))
     m = build_model(parent=[-1, 0, -1, 2], jtype=["revolute"] * 4, Xtree_E=E,
@@ -45,7 +45,7 @@ def five_bar(base=1.0, proximal=1.0, distal=1.2, masses=(1.0, 0.8, 1.0, 0.8)):
                             ("right_tip", 3, np.eye(3), np.array([distal, 0, 0]))], name="five_bar")
     cm = close_loops(m, [Constraint("point", "left_tip", "right_tip", name="pin")])
     q, _ = project_constraints(cm, np.array([2.0, -1.2, 1.1, 1.2]), np.zeros(4))
-    return cm, np.asarray(q)
+    return cm, np.asarray(check_assembled(cm, q, "mechanisms.five_bar"))
 
 
 def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_mass=(1.0, 0.5), height=0.45,
@@ -55,7 +55,7 @@ def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_ma
     18 dof, 12 constraint rows.  Feet are pinned where they are at the initial stance.
     ``form="closed"``: a ClosedModel (schur, kkt); ``"legged"``: the same mechanism as a
     :class:`~jaxdyn.LeggedSystem` (lilly_orin, rccfd; same state layout).  Returns (system, q0)."""
-    from ..constraints import Constraint, close_loops, project_constraints
+    from ..constraints import Constraint, check_assembled, close_loops, project_constraints
     from ..model import joints as J
     bx, by, bz = body
     Ib = body_mass / 12 * np.diag([by * by + bz * bz, bx * bx + bz * bz, bx * bx + by * by])
@@ -93,7 +93,7 @@ def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_ma
         feet.append(Constraint("point", f"{leg}_foot", None, placement_b=(np.eye(3), p), name=f"{leg}_foot"))
     cm = close_loops(m, feet)
     q, _ = project_constraints(cm, q0, np.zeros(m.nv))
-    q = np.asarray(q)
+    q = np.asarray(check_assembled(cm, q, "mechanisms.quadruped"))
     if form == "legged":
         from ..constraints import legged_system
         return legged_system(m, q, [f"{leg}_foot" for leg in ("LF", "RF", "LH", "RH")]), q
