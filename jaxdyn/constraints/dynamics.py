@@ -266,11 +266,13 @@ def project_constraints(cm: ClosedModel, q, qd, iters=20):
     return q, qd - pinv_apply(K, K @ qd)
 
 
-def check_assembled(cm: ClosedModel, q, where: str, tol: float = 1e-8):
+def check_assembled(cm: ClosedModel, q, where: str, tol: float | None = None):
     """Raise :class:`jaxdyn.errors.ModelError` naming ``where``, the violated constraints and
     their residuals unless every constraint holds at the concrete configuration q:
-    max |r_i(q)| <= tol (metres for positions, radians for orientations).  Returns q."""
+    max |r_i(q)| <= tol (metres for positions, radians for orientations; default the square
+    root of q's machine epsilon: 1.5e-8 in float64, 3.5e-4 in float32).  Returns q."""
     r = np.abs(np.asarray(constraint_residual(cm, q)))
+    tol = float(np.sqrt(np.finfo(r.dtype).eps)) if tol is None else tol
     ends = np.cumsum(cm.rows)
     bad = [(name, float(r[e - n:e].max())) for name, n, e in zip(cm.names, cm.rows, ends) if n and r[e - n:e].max() > tol]
     if bad or not np.all(np.isfinite(r)):
