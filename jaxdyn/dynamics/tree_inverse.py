@@ -36,23 +36,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..kinematics.bodies import take
 from ..spatial.linalg import HIGHEST, mm, tr
 from ..tree import same
 from .common import spd_inverse_components
-
-
-def take_static(x, idx):
-    """x[idx] along axis 0 for a numpy index array ``idx``: slices of its contiguous runs,
-    concatenated (a gather where there are many runs)."""
-    flat = np.asarray(idx).reshape(-1)
-    if flat.size == 0:
-        return jnp.zeros((0,) + x.shape[1:], x.dtype).reshape(np.shape(idx) + x.shape[1:])
-    cut = np.flatnonzero(np.diff(flat) != 1) + 1
-    if len(cut) >= 16:
-        return x[idx]
-    parts = [x[int(a[0]):int(a[0]) + len(a)] for a in np.split(flat, cut)]
-    out = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
-    return out.reshape(np.shape(idx) + x.shape[1:])
 
 
 SMALL_BLOCK = 3
@@ -156,7 +143,7 @@ def branches(pair, same_body):
 
 def _block(M, rows, cols):
     """M[rows][:, cols] for static index tuples (slices of their contiguous runs)."""
-    return jnp.moveaxis(take_static(jnp.moveaxis(take_static(M, np.asarray(rows)), 1, 0), np.asarray(cols)), 0, 1)
+    return jnp.moveaxis(take(jnp.moveaxis(take(M, np.asarray(rows)), 1, 0), np.asarray(cols)), 0, 1)
 
 
 def _dense_inverse(A, keep):
