@@ -30,6 +30,13 @@ CODE = textwrap.dedent("""
     z = jnp.zeros(cm.model.nv)
     for meth, sys_ in (("schur", cm), ("kkt", cm), ("lilly_orin", ls), ("rccfd", ls)):
         out["legged_" + meth] = jaxdyn.constrained_forward_dynamics(sys_, jnp.asarray(qc), z, z + 1.0, method=meth).qdd.tolist()
+    qs = np.zeros(cm.model.nq); qs[2], qs[6] = 0.6, 1.0               # straight legs: singular chains
+    ls = jaxdyn.legged_system(cm.model, qs, ["LF_foot", "RF_foot", "LH_foot", "RH_foot"])
+    for meth in ("lilly_orin", "rccfd"):
+        out["straight_" + meth] = jaxdyn.constrained_forward_dynamics(ls, jnp.asarray(qs), z, z + 1.0, method=meth).qdd.tolist()
+    gs0, qg0 = jaxdyn.mechanisms.arms_holding_box(2, arm_q=(0.0,) * 6, form="grasp")
+    out["arms_zero_lilly_orin"] = jaxdyn.constrained_forward_dynamics(gs0, jnp.asarray(qg0), jnp.zeros(gs0.nv),
+                                                                      jnp.ones(gs0.nv), method="lilly_orin").qdd.tolist()
     gs, qg = jaxdyn.mechanisms.arms_holding_box(2, form="grasp")
     for meth in ("rccfd", "lilly_orin"):
         out["grasp_" + meth] = jaxdyn.constrained_forward_dynamics(gs, jnp.asarray(qg), jnp.zeros(gs.nv),
@@ -56,6 +63,13 @@ def test_every_method_runs_in_float32():
     z = jnp.zeros(cm.model.nv)
     for meth, sys_ in (("schur", cm), ("kkt", cm), ("lilly_orin", ls), ("rccfd", ls)):
         ref["legged_" + meth] = jaxdyn.constrained_forward_dynamics(sys_, jnp.asarray(qc), z, z + 1.0, method=meth).qdd
+    qs = np.zeros(cm.model.nq)
+    qs[2], qs[6] = 0.6, 1.0
+    closed_s = jaxdyn.legged_system(cm.model, qs, ["LF_foot", "RF_foot", "LH_foot", "RH_foot"]).closed
+    ref["straight_lilly_orin"] = ref["straight_rccfd"] = jaxdyn.constrained_forward_dynamics(closed_s, qs, z, z + 1.0).qdd
+    cm0, qg0 = jaxdyn.mechanisms.arms_holding_box(2, arm_q=(0.0,) * 6)
+    ref["arms_zero_lilly_orin"] = jaxdyn.constrained_forward_dynamics(cm0, qg0, np.zeros(cm0.model.nv),
+                                                                      np.ones(cm0.model.nv)).qdd          # schur, f64
     gs, qg = jaxdyn.mechanisms.arms_holding_box(2, form="grasp")
     for meth in ("rccfd", "lilly_orin"):
         ref["grasp_" + meth] = jaxdyn.constrained_forward_dynamics(gs, jnp.asarray(qg), jnp.zeros(gs.nv), jnp.ones(gs.nv),

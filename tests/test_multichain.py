@@ -157,8 +157,59 @@ def test_type1_against_pinocchio_and_the_closed_model(robot):
             close(r.lam, lam_p, 1e-8, f"{method} ground reactions vs pinocchio")
             close(M @ np.asarray(r.qdd) + h - tau, K.T @ np.asarray(r.lam), 1e-9, f"{method} M qdd + h - tau = K^T lam")
             close(r.residual, np.zeros(ls.m), 1e-9, f"{method} feet accelerations")
-            # lilly_orin: the body's 6 x 6 effective inertia; rccfd: Omega on the 5 constrained hip modes per leg
-            assert int(r.rank) == (6 if method == "lilly_orin" else 5 * len(ls.feet))
+            # Omega on the 5 constrained hip modes per leg, full rank at these stances
+            assert int(r.rank) == int(r.rows) == 5 * len(ls.feet) and not r.singular
+
+
+def _colinear_quadruped(m):
+    """The quadruped with straight legs, abducted so that the four feet lie on the body's x axis
+    (Newton on each abduction angle; checked)."""
+    q = np.zeros(m.nq)
+    q[2], q[6] = 0.6, 1.0
+    for k, f in enumerate(FEET4):
+        a = 7 + 3 * k
+        for _ in range(20):
+            y = lambda x: float(jaxdyn.frame_pose(m, np.r_[q[:a], x, q[a + 1:]], f)[1][1])
+            q[a] -= y(q[a]) / ((y(q[a] + 1e-7) - y(q[a] - 1e-7)) / 2e-7)
+    feet = np.array([np.asarray(jaxdyn.frame_pose(m, q, f)[1]) for f in FEET4])
+    assert np.abs(feet[:, 1:] - feet[0, 1:]).max() < 1e-12             # on one line, parallel to x
+    return q
+
+
+def test_structured_methods_at_singular_stances():
+    """#47: Lilly-Orin and RCCFD where a chain is singular (its phi^c^T Lambda^-1 phi^c has no
+    inverse): straight legs, straight legs with the feet on one line, weld feet (two-joint
+    chains), PUMA arms at zero and with wrists at q5 = 0 (all arms, one arm).  At rest (the bias acceleration of a
+    singular stance is then consistent) they agree with schur on the closed form and report
+    the same rank deficiency (K M^-1 K^T on the feet's rows, Omega on the hips' / grasps').
+    Before: NaN (Table 1's M_k = A_k^-1 did not exist)."""
+    cm, q0 = jaxdyn.mechanisms.quadruped()
+    m = cm.model
+    straight = np.zeros(m.nq)
+    straight[2], straight[6] = 0.6, 1.0
+    rng = np.random.default_rng(11)
+    cases = [("straight", jaxdyn.legged_system(m, straight, FEET4), straight),
+             ("colinear", jaxdyn.legged_system(m, _colinear_quadruped(m), FEET4), _colinear_quadruped(m)),
+             ("weld", jaxdyn.legged_system(m, q0, FEET4, contact="weld"), q0)]
+    for label, arm_q in (("zero", (0.0,) * 6), ("wrists", (0.0, -0.6, 0.4, 0.0, 0.0, 0.0)),
+                         ("one wrist", [(0.0, -0.6, 0.4, 0.0, 0.0, 0.0)] + [(0.3, -0.5, 0.6, 0.2, 0.7, 0.1)] * 2)):
+        closed, q = jaxdyn.mechanisms.arms_holding_box(3, arm_q=arm_q)
+        gs, _ = jaxdyn.mechanisms.arms_holding_box(3, arm_q=arm_q, form="grasp")
+        cases.append((label, (closed, gs), q))
+    for label, sys_, q in cases:
+        closed, structured = (sys_.closed, sys_) if isinstance(sys_, jaxdyn.LeggedSystem) else sys_
+        nv = closed.model.nv
+        for v in (np.zeros(nv),):
+            tau = rng.normal(size=nv) * 5
+            ref = jaxdyn.constrained_forward_dynamics(closed, q, v, tau)
+            # singular mechanisms: four vertical legs (a statically indeterminate table), weld feet (24
+            # rows, 18 dof), arms at zero; the other stances have singular chains but a regular whole
+            assert bool(ref.singular) == (label in ("straight", "weld", "zero")), label
+            for method in ("lilly_orin", "rccfd"):
+                r = jaxdyn.constrained_forward_dynamics(structured, q, v, tau, method=method)
+                close(r.qdd, ref.qdd, 1e-8, f"{label}: {method} vs schur")
+                close(r.residual, np.zeros_like(r.residual), 1e-8, f"{label}: {method} residual")
+                assert int(r.rows) - int(r.rank) == int(ref.rows) - int(ref.rank), (label, method, r.rank, ref.rank)
 
 
 def test_type1_rollout_and_cli(tmp_path):

@@ -26,11 +26,15 @@ Solvers (``method=``):
 
 Redundant constraints (rank-deficient K, e.g. a planar four-bar closed by a 3-row point
 constraint) make both systems singular; qdd is still unique.  Both solvers use a proximal
-(regularized) iteration: lam_{j+1} solves the system with K qdd - eps (lam - lam_j) = rhs,
-eps = 1e-10 * mean diag(K M^-1 K^T), a fixed number (``PROX_ITERS``) of times.  It converges to
-the exact qdd and the least-norm multipliers, never divides by zero, and has no while loop, so
-it is reverse-differentiable.  ``res.rank`` and ``res.cond`` report the numerical rank and
-the condition number of K M^-1 K^T on its range.
+(regularized) iteration: lam_{j+1} solves the system with K qdd - E (lam - lam_j) = rhs,
+E = 1e-10 diag(K M^-1 K^T) (float32: 2.4e-5; :func:`~jaxdyn.constraints.solve.prox_eps`), a
+fixed number (``PROX_ITERS``) of times.  It converges to the exact qdd and the least-norm
+multipliers, never divides by zero, and has no while loop, so it is reverse-differentiable.
+``res.rank`` and ``res.cond`` report the numerical rank and the condition number on its range
+of K M^-1 K^T (Jacobi-scaled: rows of different units weigh alike), ``res.singular`` whether the rank is short
+of its ``res.rows`` (the forces are then not unique; the accelerations are).  RCCFD and
+Lilly-Orin solve their own constraint-space systems by the same proximal iteration and report
+them alike (:mod:`jaxdyn.constraints.grasp`).
 """
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ from ..spatial.rotations import log3
 from .grasp import GraspSystem, lilly_orin, rccfd
 from .legged import LeggedSystem, legged_forward_dynamics
 from .model import ClosedModel
-from .solve import PROX_ITERS, diagnostics, prox_solve
+from .solve import PROX_ITERS, diagnostics, prox_eps, prox_solve
 
 
 
@@ -61,9 +65,16 @@ class ConstrainedResult(NamedTuple):
     qdd: jax.Array       # (nv,) joint accelerations
     lam: jax.Array       # (m,) constraint forces: M qdd + h = tau + K^T lam
     residual: jax.Array  # (m,) K qdd + k + stabilization (0 up to round-off when consistent)
-    rank: jax.Array      # () numerical rank of the solved system: K M^-1 K^T (schur, kkt, rccfd),
-                         #    the held object's 6 x 6 effective inertia (lilly_orin)
+    rank: jax.Array      # () numerical rank of the solved constraint-space system: K M^-1 K^T
+                         #    (schur, kkt), Omega on the constrained rows (rccfd, lilly_orin)
     cond: jax.Array      # () its condition number on its range
+    rows: jax.Array      # () its size: m (schur, kkt), the grasps' / hips' constrained rows
+
+    @property
+    def singular(self) -> jax.Array:
+        """rank < rows: dependent constraints or a singular chain at this state.  qdd is still
+        the exact one (every method's proximal solve); lam is the least-norm one of many."""
+        return self.rank < self.rows
 
 
 def _contact_frames(cm, q, qd, want):
@@ -170,7 +181,21 @@ def _rows_target(cm, q, qd, K, stabilization):
     return rhs
 
 
-@partial(jax.jit, static_argnames=("method", "stabilization"))
+def check_stabilization(stabilization):
+    """``stabilization`` as a tuple (alpha, beta) of floats, or None.  Raises ArgumentError
+    unless it is None or two finite numbers >= 0 (Baumgarte gains)."""
+    if stabilization is None:
+        return None
+    try:
+        gains = tuple(float(x) for x in stabilization)
+    except (TypeError, ValueError):
+        gains = ()
+    if len(gains) != 2 or not all(np.isfinite(g) and g >= 0 for g in gains):
+        raise ArgumentError(f"stabilization must be None or (alpha, beta): two finite Baumgarte gains >= 0, "
+                            f"got {stabilization!r}")
+    return gains
+
+
 def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q, qd, tau, method="schur",
                                  stabilization=None):
     """Joint accelerations and constraint forces of a closed model.
@@ -182,11 +207,17 @@ def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q
     Lilly and Orin's Type 1, or ``"rccfd"``, in the tree's coordinates; "schur" / "kkt" solve
     its closed form); q (nq,), qd (nv,), tau (nv,) (joint damping of the model applies, as in
     :func:`jaxdyn.forward_dynamics`); ``stabilization`` None or (alpha, beta) Baumgarte gains.
-    Returns: :class:`ConstrainedResult` (qdd, lam, residual, rank, cond).
+    Returns: :class:`ConstrainedResult` (qdd, lam, residual, rank, cond, rows).
     """
+    return _constrained_forward_dynamics(cm, q, qd, tau, method=method,
+                                         stabilization=check_stabilization(stabilization))
+
+
+@partial(jax.jit, static_argnames=("method", "stabilization"))
+def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
     if isinstance(cm, LeggedSystem):
         if method in ("schur", "kkt"):
-            return constrained_forward_dynamics(cm.closed, q, qd, tau, method=method, stabilization=stabilization)
+            return _constrained_forward_dynamics(cm.closed, q, qd, tau, method, stabilization)
         if method not in ("rccfd", "lilly_orin"):
             raise ArgumentError(f"unknown constrained method {method!r} for a LeggedSystem; use 'lilly_orin' "
                                 "(Lilly and Orin's Type 1), 'rccfd', or 'schur' / 'kkt' (its closed form)")
@@ -194,7 +225,8 @@ def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q
         qdd, lam, A = legged_forward_dynamics(cm, q, qd, tau, method, stabilization)
         K = constraint_jacobian(cm.closed, q)                  # the feet's rows, to report the residual
         rank, cond = diagnostics(A)
-        return ConstrainedResult(qdd, lam, K @ qdd - _rows_target(cm.closed, q, qd, K, stabilization), rank, cond)
+        return ConstrainedResult(qdd, lam, K @ qdd - _rows_target(cm.closed, q, qd, K, stabilization), rank, cond,
+                                 jnp.asarray(A.shape[0]))
     if isinstance(cm, GraspSystem):
         if method not in ("rccfd", "lilly_orin"):
             raise ArgumentError(f"a GraspSystem is solved by method='rccfd' or 'lilly_orin', got {method!r} (for "
@@ -204,7 +236,7 @@ def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q
                                 f"the arms), got {jnp.shape(q)}, {jnp.shape(qd)}, {jnp.shape(tau)}")
         qdd, lam, residual, Omega = (rccfd if method == "rccfd" else lilly_orin)(cm, q, qd, tau, stabilization)
         rank, cond = diagnostics(Omega)
-        return ConstrainedResult(qdd, lam, residual, rank, cond)
+        return ConstrainedResult(qdd, lam, residual, rank, cond, jnp.asarray(Omega.shape[0]))
     if not isinstance(cm, ClosedModel):
         raise ArgumentError(f"constrained_forward_dynamics needs a ClosedModel (jaxdyn.close_loops) or a "
                             f"GraspSystem (jaxdyn.grasp_system), got {type(cm).__name__}")
@@ -219,7 +251,7 @@ def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q
     K = constraint_jacobian(cm, q)
     rhs = _rows_target(cm, q, qd, K, stabilization)
     A = delassus(cm, q)
-    eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
+    eps = prox_eps(jnp.diagonal(A))
     if method == "schur":
         qdd_free = forward_dynamics(model, q, qd, tau)
         lam = prox_solve(A, rhs - K @ qdd_free, eps)
@@ -228,7 +260,7 @@ def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q
         M = crba(model, q)
         h = rnea(model, q, qd, jnp.zeros_like(qd)) + model.damping * qd
         nv, mm = model.nv, K.shape[0]
-        Z = jnp.block([[M, K.T], [K, -eps * jnp.eye(mm, dtype=M.dtype)]])
+        Z = jnp.block([[M, K.T], [K, -jnp.diag(eps)]])
         lam_prev = jnp.zeros(mm, M.dtype)
         for _ in range(PROX_ITERS):
             x = jnp.linalg.solve(Z, jnp.concatenate([tau - h, rhs + eps * lam_prev]))
@@ -236,10 +268,9 @@ def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q
         qdd, lam = x[:nv], lam_prev
     residual = K @ qdd - rhs
     rank, cond = diagnostics(A)
-    return ConstrainedResult(qdd, lam, residual, rank, cond)
+    return ConstrainedResult(qdd, lam, residual, rank, cond, jnp.asarray(A.shape[0]))
 
 
-@partial(jax.jit, static_argnames=("iters",))
 def project_constraints(cm: ClosedModel, q, qd, iters=20):
     """Consistent initial conditions: (q, qd) moved onto r(q) = 0 and K qd = 0.
 
@@ -249,6 +280,15 @@ def project_constraints(cm: ClosedModel, q, qd, iters=20):
     squares point with r(q) != 0; this function stays traceable and does not check:
     :func:`check_assembled` does, on concrete values.
     """
+    if isinstance(iters, bool) or not isinstance(iters, (int, np.integer)) or iters < 0:
+        raise ArgumentError(f"project_constraints: iters must be an int >= 0, got {iters!r}")
+    if not isinstance(cm, ClosedModel):
+        raise ArgumentError(f"project_constraints needs a ClosedModel (jaxdyn.close_loops), got {type(cm).__name__}")
+    return _project_constraints(cm, q, qd, int(iters))
+
+
+@partial(jax.jit, static_argnames=("iters",))
+def _project_constraints(cm, q, qd, iters):
     model = cm.model
     check_state(model, q=q, qd=qd)
 

@@ -43,7 +43,8 @@ RCCFD solves it as (b.9d), lam = phi h + Pi (r - Omega phi h), with (b.7)'s proj
 Pi = Omega^-1 - Omega^-1 H^T (H Omega^-1 H^T)^-1 H Omega^-1 taken in its equivalent
 constrained-space form phi^c (phi^c^T Omega phi^c)^-1 phi^c^T (also defined when Omega is
 singular but its constrained block is not); Lilly-Orin as Table 1 with
-M_k = (phi^c^T Lambda_k^-1 phi^c)^-1.
+M_k = (phi^c^T Lambda_k^-1 phi^c)^-1.  Both reach singular arms and dependent grasps by a
+proximal iteration (:func:`lilly_orin_solve`) and return the exact accelerations there.
 Contact kinds of different n_g are padded to 3 free / 6 constrained columns (zero columns,
 unit diagonal in the small solves), so the arms stay vmapped.
 """
@@ -62,9 +63,9 @@ from ..dynamics.opspace import opspace_inverse_inertia
 from ..errors import ModelError
 from ..kinematics import frame_pose, frame_terms
 from ..model import joints as J
-from ..model.model import build_model, stack_parameters
+from ..model.model import Model, build_model, stack_parameters
 from ..spatial.rotations import log3
-from .solve import prox_solve
+from .solve import PROX_ITERS, prox_eps, prox_solve
 
 CONTACTS = {"weld": (), "revolute": (5,), "soft_finger": (3, 4), "point": (3, 4, 5)}
 """Grasp contact kinds: the free modes as column indices of the 6 x 6 identity in the grasp
@@ -127,10 +128,15 @@ def grasp_system(obj, arms, tip, grasps, contacts="weld") -> GraspSystem:
     Models of one structure (base placement in the root Xtree), the arms' tip frame name, the
     object's grasp frame names (one per arm) and the contact kind (one for all, or one per
     grasp; see :data:`CONTACTS`).  Raises ModelError naming what does not fit."""
+    if not isinstance(obj, Model):
+        raise ModelError(f"grasp_system: the object must be a Model, got {type(obj).__name__}")
+    if isinstance(arms, Model) or not isinstance(arms, (list, tuple)) or not all(isinstance(a, Model) for a in arms):
+        raise ModelError(f"grasp_system: arms must be a list of Models (one per arm), got {type(arms).__name__}"
+                         + (" (wrap a single arm as [arm])" if isinstance(arms, Model) else ""))
     arms = list(arms)
     if not arms:
         raise ModelError("grasp_system needs at least one arm")
-    if int(obj.jtype[0]) != J.FREE or obj.nb < 1:
+    if obj.nb < 1 or int(obj.jtype[0]) != J.FREE:
         raise ModelError(f"grasp_system: the object {obj.name!r} must have a free-flyer root joint")
     a0 = arms[0]
     for i, a in enumerate(arms):
@@ -144,14 +150,19 @@ def grasp_system(obj, arms, tip, grasps, contacts="weld") -> GraspSystem:
             raise ModelError(f"grasp_system: arm {i} ({a.name!r}) has no frame {tip!r}")
     if len(grasps) != len(arms):
         raise ModelError(f"grasp_system: {len(arms)} arms but {len(grasps)} grasp frames")
+    if len(set(grasps)) != len(grasps):
+        raise ModelError(f"grasp_system: grasp frames {list(grasps)} repeat a frame; each arm holds its own grasp")
     for g in grasps:
         if g not in obj.frame_names:
             raise ModelError(f"grasp_system: object {obj.name!r} has no frame {g!r}")
+    if not isinstance(contacts, (str, list, tuple)):
+        raise ModelError(f"grasp_system: contacts must be a kind or a list of kinds {sorted(CONTACTS)}, got "
+                         f"{contacts!r}")
     kinds = (contacts,) * len(arms) if isinstance(contacts, str) else tuple(contacts)
     if len(kinds) != len(arms):
         raise ModelError(f"grasp_system: {len(arms)} arms but {len(kinds)} contact kinds")
     for i, k in enumerate(kinds):
-        if k not in CONTACTS:
+        if not isinstance(k, str) or k not in CONTACTS:
             raise ModelError(f"grasp_system: grasp {i} ({grasps[i]!r}): unknown contact kind {k!r}; kinds are "
                              f"{sorted(CONTACTS)}")
     kinds = () if all(k == "weld" for k in kinds) else kinds
@@ -269,7 +280,7 @@ class GraspSolution(NamedTuple):
     vel: jax.Array        # (ell, 6) relative velocity tip - grasp point
     phi: jax.Array        # (ell, 6, 3) free modes, world-aligned
     w_obj: jax.Array      # (3,) object angular velocity
-    system: jax.Array     # the solved matrix: Omega (rccfd) or the object's effective inertia (lilly_orin)
+    system: jax.Array     # Omega on the real constrained rows (both methods; the rank diagnostic)
 
 
 def _finish(gs, q, T, C, lam_l, qdd_o):
@@ -285,9 +296,16 @@ def _finish(gs, q, T, C, lam_l, qdd_o):
     return jnp.concatenate([qdd_o, qdd_a.reshape(-1)]), rel, residual.reshape(-1)
 
 
+def _real_rows(gs):
+    """Indices of the real (unpadded) constrained rows of the stacked (6 ell,) contact rows."""
+    return np.flatnonzero(contact_spaces(gs.kinds)[3].reshape(-1))
+
+
 def rccfd_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None) -> GraspSolution:
     """RCCFD 1 (6.11) with the non-rigid grasps of Appendix B: Omega lam = r + H^T alpha,
-    H lam = h (``free_force`` (ell, 3), zero for passive contacts), solved as (b.9d)."""
+    H lam = h (``free_force`` (ell, 3), zero for passive contacts), solved as (b.9d).  A
+    singular Omega (dependent contacts, singular arms) gets the proximal least-norm solve of
+    :func:`jaxdyn.constraints.solve.prox_solve`."""
     T = _terms(gs, q, qd, tau, stabilization)
     C = _contact(gs, T)
     ell = gs.n_arms
@@ -304,12 +322,12 @@ def rccfd_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None
         fh = Phi @ (jnp.zeros(3 * ell, r.dtype) if free_force is None else free_force.reshape(-1))
         rhs = Phic.T @ (r - Omega @ fh)
         Omega = Phic.T @ Omega @ Phic                                                  # the constrained block
-        A = Omega + jnp.diag(C.pad_c.reshape(-1))
-        eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(A)), jnp.finfo(A.dtype).tiny)
-        lam = fh + Phic @ prox_solve(A, rhs, eps)                                      # (b.9d)
+        real = _real_rows(gs)
+        eps = prox_eps(jnp.diagonal(Omega), 1.0 - C.pad_c.reshape(-1))
+        lam = fh + Phic @ prox_solve(Omega + jnp.diag(C.pad_c.reshape(-1)), rhs, eps)  # (b.9d)
+        Omega = Omega[np.ix_(real, real)]
     else:
-        eps = 1e-10 * jnp.maximum(jnp.mean(jnp.diagonal(Omega)), jnp.finfo(Omega.dtype).tiny)
-        lam = prox_solve(Omega, r, eps)                                               # (6.11f)
+        lam = prox_solve(Omega, r, prox_eps(jnp.diagonal(Omega)))                     # (6.11f)
     qdd_o = T.obj_f - T.Mo_inv @ (Gs.T @ lam)
     lam_l = lam.reshape(ell, 6)
     qdd, rel, residual = _finish(gs, q, T, C, lam_l, qdd_o)                           # (6.11g-j)
@@ -318,43 +336,70 @@ def rccfd_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None
 
 def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None) -> GraspSolution:
     """Lilly and Orin's simple closed-chain algorithm (Table 1), chains holding a reference
-    member through general joints (phi, phi^c): with M_k = (phi^c^T Lambda_k^-1 phi^c)^-1,
+    member through general joints (phi, phi^c).  With the constrained force mu_k
+    (tip force lam_k = phi h_k + phi^c mu_k), A_k = phi^c^T Lambda_k^-1 phi^c and
+    B_k = phi^c^T G_k (the grasp's constrained rows of the object), the equations are
 
-        S_k = phi^c^T (c_k + b_k,grasp - alpha_f,k - Lambda_k^-1 phi h_k)
-        P_k = phi h_k + phi^c M_k S_k,   R_k = phi^c M_k phi^c^T        (tip force lam_k = P_k + R_k G_k a_o)
-        (M_o + sum_k G_k^T R_k G_k) a_o = tau_o - h_o - sum_k G_k^T P_k   (45)-(46)
+        M_o a_o + sum_k B_k^T mu_k = f_o = tau_o - h_o - sum_k G_k^T phi h_k    (object)
+        A_k mu_k - B_k a_o = S_k = phi^c^T (c_k + b_k,grasp - alpha_f,k - Lambda_k^-1 phi h_k)
 
-    then the tip forces (47) and joint accelerations (48).  ``free_force`` h (ell, 3): the known
-    force along the free modes (zero for passive contacts)."""
+    and Table 1 eliminates mu_k chain by chain: with M_k = A_k^-1,
+    (M_o + sum_k B_k^T M_k B_k) a_o = f_o - sum_k B_k^T M_k S_k (45)-(46), then
+    mu_k = M_k (S_k + B_k a_o) (47) and the joint accelerations (48).
+
+    A_k is singular where chain k is (a straight leg, a wrist at its singularity, a weld foot
+    whose chain has fewer than 5 joints): its M_k does not exist, although the mechanism's
+    accelerations do.  So Table 1 runs with the proximal shift M_k = (A_k + diag eps_k)^-1
+    (eps_k: :func:`~jaxdyn.constraints.solve.prox_eps` of the diagonal of
+    A_k + B_k M_o^-1 B_k^T) as the solver of a refinement on the unshifted equations: a fixed number
+    (``PROX_ITERS``) of Table 1 solves on the residuals.  This is the proximal point iteration
+    of schur and rccfd, a chain at a time: it converges to the exact accelerations (and to
+    least-norm forces where they are not unique) whether or not a chain is singular.
+    ``free_force`` h (ell, 3): the known force along the free modes (zero for passive
+    contacts).  ``system``: the constrained-space Omega = blockdiag(A_k) + B M_o^-1 B^T on the
+    real rows (for the rank diagnostic; the algorithm never factors it)."""
     T = _terms(gs, q, qd, tau, stabilization)
     C = _contact(gs, T)
-    qo, to = q[:gs.obj.nq], tau[:gs.obj.nv]
-    A = jnp.einsum("lji,ljk,lkm->lim", C.phic, T.Lam_inv, C.phic) + jax.vmap(jnp.diag)(C.pad_c)
-    Mk = pd_inverse(A)                                                        # (ell, 6, 6)
+    qo = q[:gs.obj.nq]
+    A = jnp.einsum("lji,ljk,lkm->lim", C.phic, T.Lam_inv, C.phic)            # (ell, 6, 6), zero pads
+    B = jnp.einsum("lji,ljk->lik", C.phic, T.G)                               # (ell, 6, nvo)
+    BMB = jnp.einsum("lij,jk,lmk->lim", B, T.Mo_inv, B)
     h = jnp.zeros((gs.n_arms, 3), q.dtype) if free_force is None else free_force
     fh = jnp.einsum("lij,lj->li", C.phi, h)                                   # phi h
     S = jnp.einsum("lji,lj->li", C.phic, C.c + T.obj_bias - T.alpha_f - jnp.einsum("lij,lj->li", T.Lam_inv, fh))
-    P = fh + jnp.einsum("lij,ljk,lk->li", C.phic, Mk, S)
-    R = jnp.einsum("lij,ljk,lmk->lim", C.phic, Mk, C.phic)
     Mo = crba(gs.obj, qo)
-    h_o = Mo @ (-T.obj_f) + to                                                # h_o - tau_o = -Mo a_free
-    M_eff = Mo + jnp.einsum("lji,ljk,lkm->im", T.G, R, T.G)                   # (45)
-    rhs = to - h_o - jnp.einsum("lji,lj->i", T.G, P)
-    qdd_o = jnp.linalg.solve(M_eff, rhs)                                      # (46)
-    lam_l = P + jnp.einsum("lij,ljk,k->li", R, T.G, qdd_o)                     # (47)
-    qdd, rel, residual = _finish(gs, q, T, C, lam_l, qdd_o)                   # (48)
-    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, M_eff)
+    f_o = Mo @ T.obj_f - jnp.einsum("lji,lj->i", T.G, fh)                      # tau_o - h_o = M_o a_free
+    eps = prox_eps(jnp.diagonal(A, axis1=1, axis2=2) + jnp.diagonal(BMB, axis1=1, axis2=2), 1.0 - C.pad_c)
+    Mk = pd_inverse(A + jax.vmap(jnp.diag)(eps + C.pad_c))                 # (A_k + diag eps_k)^-1, unit pads
+    M_eff_inv = pd_inverse(Mo + jnp.einsum("lji,ljk,lkm->im", B, Mk, B))     # (45)
+
+    def table1(r_o, r_k):                                                     # (45)-(47) on right sides
+        P = jnp.einsum("lij,lj->li", Mk, r_k)
+        a_o = M_eff_inv @ (r_o - jnp.einsum("lji,lj->i", B, P))               # (46)
+        return a_o, P + jnp.einsum("lij,ljk,k->li", Mk, B, a_o)               # (47)
+
+    a_o, mu = table1(f_o, S)
+    for _ in range(PROX_ITERS - 1):                                           # refinement on the residuals
+        da, dmu = table1(f_o - Mo @ a_o - jnp.einsum("lji,lj->i", B, mu),
+                         S + jnp.einsum("lij,j->li", B, a_o) - jnp.einsum("lij,lj->li", A, mu))
+        a_o, mu = a_o + da, mu + dmu
+    lam_l = fh + jnp.einsum("lij,lj->li", C.phic, mu)
+    qdd, rel, residual = _finish(gs, q, T, C, lam_l, a_o)                     # (48)
+    real_rows = _real_rows(gs)
+    Omega = (jax.scipy.linalg.block_diag(*[A[i] for i in range(gs.n_arms)]) +
+             B.reshape(-1, gs.obj.nv) @ T.Mo_inv @ B.reshape(-1, gs.obj.nv).T)[np.ix_(real_rows, real_rows)]
+    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega)
 
 
 def rccfd(gs: GraspSystem, q, qd, tau, stabilization=None):
     """RCCFD 1 (6.11), non-rigid grasps by (b.9).  Returns (qdd (nv,), lam (6 ell,),
-    residual (6 ell,), Omega (6 ell, 6 ell))."""
+    residual (6 ell,), Omega on the constrained rows)."""
     s = rccfd_solve(gs, q, qd, tau, stabilization)
     return s.qdd, s.lam.reshape(-1), s.residual, s.system
 
 
 def lilly_orin(gs: GraspSystem, q, qd, tau, stabilization=None):
     """Lilly and Orin's Type 0 algorithm (arms holding a reference member).  Returns (qdd, lam,
-    residual, the 6 x 6 effective inertia of the object)."""
+    residual, Omega on the constrained rows)."""
     s = lilly_orin_solve(gs, q, qd, tau, stabilization)
     return s.qdd, s.lam.reshape(-1), s.residual, s.system

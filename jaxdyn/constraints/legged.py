@@ -175,6 +175,9 @@ def legged_system(model, q, feet, contact="point") -> LeggedSystem:
     its ``closed`` form).  Raises ModelError naming what does not fit (module docstring)."""
     if contact not in ("point", "weld"):
         raise ModelError(f"legged_system: contact must be 'point' or 'weld', got {contact!r}")
+    if isinstance(model, ClosedModel) or not hasattr(model, "nb"):
+        raise ModelError(f"legged_system needs the tree Model (the feet are its constraints), got "
+                         f"{type(model).__name__}" + (" (pass its .model)" if isinstance(model, ClosedModel) else ""))
     if model.nb < 2 or int(model.jtype[0]) != J.FREE or any(int(p) < 0 for p in np.asarray(model.parent)[1:]):
         raise ModelError(f"legged_system: model {model.name!r} needs one root body with a free-flyer joint "
                          "(the body carried by the legs)")
@@ -253,8 +256,8 @@ def _to_chains(ls: LeggedSystem, q, qd, tau):
 def legged_forward_dynamics(ls: LeggedSystem, q, qd, tau, method="lilly_orin", stabilization=None):
     """Type 1 forward dynamics in the tree's coordinates.  q (nq,), qd (nv,), tau (nv,) of
     ``ls.model``.  Returns (qdd (nv,), lam (m,) ground reactions on the feet in world axes
-    [force] or [force; moment] at each foot, the solved matrix (the body's 6 x 6 effective
-    inertia for lilly_orin, Omega for rccfd)).  The feet's residual is the closed form's
+    [force] or [force; moment] at each foot, Omega on the hips' constrained rows (the rank
+    diagnostic)).  The feet's residual is the closed form's
     (:func:`jaxdyn.constrained_forward_dynamics`)."""
     m, gs, ell = ls.model, ls.gs, len(ls.feet)
     qs, vs, ts, free = _to_chains(ls, q, qd, tau)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..model.model import build_model
 
 
@@ -98,7 +99,7 @@ def quadruped(body=(0.6, 0.3, 0.1), body_mass=10.0, thigh=0.3, shank=0.3, leg_ma
         from ..constraints import legged_system
         return legged_system(m, q, [f"{leg}_foot" for leg in ("LF", "RF", "LH", "RH")]), q
     if form != "closed":
-        raise ValueError(f"form must be 'closed' or 'legged', got {form!r}")
+        raise ArgumentError(f"quadruped: form must be 'closed' or 'legged', got {form!r}")
     return cm, q
 
 
@@ -119,7 +120,8 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
     axis: a 5-row "revolute" constraint with frame A on the box), "soft_finger" (4 rows: the
     contact point and the rotation about the normal z, a "subspace" constraint) or
     "point" (a 3-row "point" constraint).  The grasp frame is the end effector's frame at
-    the initial pose.  Returns (system, q0).
+    the initial pose ``arm_q`` (6,) for every arm or (n_arms, 6), one row per arm.  Returns
+    (system, q0).
     """
     import jax.numpy as jnp
 
@@ -158,8 +160,11 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
                     name=f"{n_arms}_arms_box")
     q = np.zeros(m.nq)
     q[6] = 1.0
+    arm_q = np.asarray(arm_q, float)
+    if arm_q.shape not in ((6,), (n_arms, 6)):
+        raise ArgumentError(f"arms_holding_box: arm_q must have shape (6,) or ({n_arms}, 6), got {arm_q.shape}")
     for i in range(n_arms):
-        q[7 + 6 * i: 13 + 6 * i] = arm_q
+        q[7 + 6 * i: 13 + 6 * i] = arm_q if arm_q.ndim == 1 else arm_q[i]
     pees = [np.asarray(frame_pose(m, jnp.asarray(q), f"arm{i}_ee")[1]) for i in range(n_arms)]
     q[:3] = np.mean(pees, 0)                                   # the box between the hands
     kinds = (contacts,) * n_arms if isinstance(contacts, str) else tuple(contacts)
@@ -178,14 +183,14 @@ def arms_holding_box(n_arms=3, radius=0.9, box=(0.3, 0.3, 0.3), box_mass=2.0, ar
                          "point": Constraint("point", f"arm{i}_ee", "box", placement_b=pl, name=f"grasp{i}"),
                          }.get(k))
         if closures[-1] is None:
-            raise ValueError(f"arms_holding_box: contacts must be one kind or {n_arms} kinds of "
+            raise ArgumentError(f"arms_holding_box: contacts must be one kind or {n_arms} kinds of "
                              f"('weld', 'revolute', 'soft_finger', 'point'), got {contacts!r}")
     if len(kinds) != n_arms:
-        raise ValueError(f"arms_holding_box: {n_arms} arms but {len(kinds)} contact kinds")
+        raise ArgumentError(f"arms_holding_box: {n_arms} arms but {len(kinds)} contact kinds")
     if form == "closed":
         return close_loops(m, closures), q
     if form != "grasp":
-        raise ValueError(f"form must be 'closed' or 'grasp', got {form!r}")
+        raise ArgumentError(f"arms_holding_box: form must be 'closed' or 'grasp', got {form!r}")
     from ..constraints import grasp_system
     obj = build_model(parent=[-1], jtype=[J.FREE], Xtree_E=np.eye(3)[None], Xtree_r=np.zeros((1, 3)),
                       axis=np.array([[0, 0, 1.0]]), mass=[box_mass], com=np.zeros((1, 3)), inertia=Ib[None],
