@@ -82,19 +82,35 @@ class _Setup(NamedTuple):
     steps: int
 
 
+CLOSED_METHODS = ("schur", "kkt", "rccfd", "lilly_orin")
+"""simulation.method values that solve closed chains."""
+
+
+def _is_mechanism(name):
+    from .io.mechanisms import MECHANISMS
+    return name in MECHANISMS
+
+
 def _setup(args) -> _Setup:
     """config -> model, system and consistent initial state, controller."""
     import numpy as np
 
     import jaxdyn
+    from .apps.common import output_dir
     from .config import load_config, sim_steps
     from .errors import ConfigError
 
     cfg = load_config(args.config)
-    out = args.out or os.path.join("jaxdyn-out", cfg["name"])
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ConfigError(f"--out {out!r} exists and is not a directory")
+    out_name = cfg["name"]
     if args.robot:
+        sim, robot = cfg["simulation"], cfg["robot"]["name"]
+        why = ([f"robot {robot!r} is a closed mechanism"] if _is_mechanism(robot) else []) + \
+            ([f"simulation.method = {sim['method']!r} solves closed chains"] if sim["method"] in CLOSED_METHODS
+             else []) + (["simulation.stabilization applies to closed chains"] if "stabilization" in sim else [])
+        if why:
+            raise ConfigError(f"--robot {args.robot}: config {cfg['name']!r} is for a closed chain "
+                              f"({'; '.join(why)}); --robot simulates a tree from neutral with zero torque: give "
+                              "a tree config (e.g. puma_freefall) or none")
         cfg["robot"]["name"] = args.robot
         cfg["name"] = cfg["name"] + "_" + os.path.splitext(os.path.basename(args.robot))[0]
     built = _robot(cfg["robot"]["name"])
@@ -135,7 +151,7 @@ def _setup(args) -> _Setup:
     if closed is not None and sim["method"] in ("rccfd", "lilly_orin"):
         from .io.mechanisms import STRUCTURED
         system = STRUCTURED[cfg["robot"]["name"]]()[0]      # same state layout, chain structure
-    return _Setup(cfg, out, model, system, closed, q0, qd0, ctrl, traj_fn, sim_steps(cfg))
+    return _Setup(cfg, output_dir(args.out, out_name), model, system, closed, q0, qd0, ctrl, traj_fn, sim_steps(cfg))
 
 
 def _run(st: _Setup, batch: int):
@@ -244,6 +260,9 @@ def main(argv=None):
         if args.cmd == "identify":
             from .apps.identify_cli import run
             return run(args)
+    except KeyboardInterrupt:       # Ctrl-C: one line, the shell's 128 + SIGINT
+        print(f"jaxdyn: {args.cmd} interrupted", file=sys.stderr)
+        return 130
     except SimulationError as e:    # the run failed numerically: exit 3
         print(f"jaxdyn: error: {e}", file=sys.stderr)
         return 3

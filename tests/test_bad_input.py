@@ -376,3 +376,168 @@ def test_cli_nonfinite_run_fails_loudly(tmp_path, capsys):
     rc, err = _cli(capsys, "planar3_freefall", "--robot", f"urdf:{p}", "--out", tmp_path / "o")
     assert rc == 3, err
     assert "non-finite at t = 0.01 s" in err and "joint '" in err
+
+
+def test_cli_output_folder_never_mixed_or_lost(tmp_path, capsys, monkeypatch):
+    """#47 item 4: a second run into a used --out goes to a fresh <out>-2 and says so (before:
+    a forced run's torques.png landed beside a free-fall trajectory); an --out that cannot be
+    made is named before anything is computed (before: an OSError traceback after the run);
+    Ctrl-C ends with exit 130 and one line (#47 item 7)."""
+    import jaxdyn.cli
+    out = tmp_path / "run"
+    rc, _ = _cli(capsys, "planar3_freefall", "--out", out)
+    assert rc == 0
+    first = sorted(p.name for p in out.iterdir())
+    rc, err = _cli(capsys, "planar3_forced", "--out", out)
+    assert rc == 0 and f"writing to {out}-2" in err
+    assert sorted(p.name for p in out.iterdir()) == first and "torques.png" not in first
+    assert "torques.png" in {p.name for p in (tmp_path / "run-2").iterdir()}
+    f = tmp_path / "file"
+    f.write_text("x")
+    called = []
+    monkeypatch.setattr(jaxdyn.cli, "_run", lambda *a: called.append(1))
+    rc, err = _cli(capsys, "planar3_freefall", "--out", f / "sub")
+    assert rc == 2 and "cannot be written" in err and str(f / "sub") in err and not called
+
+    def interrupted(*a):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(jaxdyn.cli, "_run", interrupted)
+    rc, err = _cli(capsys, "planar3_freefall", "--out", tmp_path / "int")
+    assert rc == 130 and err.strip() == "jaxdyn: simulate interrupted"
+
+
+_P2 = '[robot]\nname = "double_pendulum"\n[problem]\nT = 0.5\ndt = 0.05\nq_final = [0.1, 0.1]\n'
+_PUMA = '[robot]\nname = "puma560"\n'
+
+
+@pytest.mark.parametrize("cmd,text,match", [
+    # #47 item 5: trajopt values that made garbage with exit 0, sizes that exhausted memory
+    ("trajopt", _P2 + "[optimizer]\nrho = -1e5\n", r"optimizer\.rho must be > 0"),
+    ("trajopt", _P2 + "[optimizer]\nrho = 0.0\n", r"optimizer\.rho must be > 0"),
+    ("trajopt", _P2 + "[optimizer]\nlearning_rate = 0.0\n", r"optimizer\.learning_rate must be > 0"),
+    ("trajopt", _P2 + "terminal = \"penalty\"\nterminal_weight = -1.0\n", r"problem\.terminal_weight must be > 0"),
+    ("trajopt", _P2 + "actuated = [2, -1]\n", r"problem\.actuated must be 0 or 1"),
+    ("trajopt", _P2 + "actuated = [0, 0]\n", r"problem\.actuated must be 0 or 1 per dof with at least one 1"),
+    ("trajopt", _P2 + "tau_limit = [1e-300, 10.0]\n", r"problem\.tau_limit must be finite and >= 1e-6"),
+    ("trajopt", _P2.replace("T = 0.5", "T = 1e7") + "", r"problem\.T / problem\.dt = 2e\+08 is more than"),
+    ("trajopt", _P2 + "[optimizer]\niterations = 1000000000\n", r"optimizer\.iterations = 1e\+09 is more than"),
+    ("trajopt", _P2 + "[optimizer]\nmultistart = 100000000\n", r"optimizer\.multistart = 1e\+08 is more than"),
+    ("trajopt", _P2 + "[robust]\nbody = \"link2\"\nextra_masses = []\n", r"non-empty list extra_masses"),
+    # identify
+    ("identify", _PUMA + "[excitation]\nT = 1e9\n", r"excitation\.T / excitation\.dt = 5e\+10 samples"),
+    ("identify", _PUMA + "[excitation]\nT = 0.001\n", r"excitation\.T / excitation\.dt = 0\.05 samples"),
+    ("identify", _PUMA + "[validation]\nT = 0.001\n", r"validation\.T / excitation\.dt = 0\.05 samples"),
+    ("identify", _PUMA + "[excitation]\nharmonics = 100000000\n", r"excitation\.harmonics = 100000000 is more"),
+    ("identify", _PUMA + "[noise]\nseed = -1\n", r"noise\.seed must be >= 0"),
+    ("identify", _PUMA + "[estimation]\nprior_weight = -1.0\n", r"estimation\.prior_weight must be >= 0"),
+])
+def test_tool_config_nonsense_is_named(tmp_path, capsys, cmd, text, match):
+    """#47 items 5 and 10: every value above was accepted and ran (garbage written with exit 0,
+    NaN held-out errors, or RESOURCE_EXHAUSTED after minutes); now exit 2, one line naming the key."""
+    import re
+    from jaxdyn.cli import main
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    assert main([cmd, str(cfg), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def _data(path, rows, nv=6, extra=None, encoding="utf-8", bom=False):
+    cols = [f"{p}{i + 1}" for p in ("q", "qd", "qdd", "tau") for i in range(nv)] + (extra or [])
+    text = ",".join(cols) + "\n" + "\n".join(",".join(f"{v:g}" for v in r) for r in rows) + "\n"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode(encoding))
+    return path
+
+
+def test_identify_data_files_are_read_or_named(tmp_path, capsys):
+    """#47 item 6: a non-UTF-8 CSV, rows longer than the header (read with shifted columns
+    before), values of 1e300, one row (an exact fit reported as perfect) are named errors; a
+    byte-order mark is read (before: 'missing column q1'); data.file is relative to the config's
+    folder (before: the working folder)."""
+    from jaxdyn.apps.identify_cli import read_data
+    from jaxdyn.cli import main
+    m = jaxdyn.robots.puma560()
+    rng = np.random.default_rng(0)
+    rows = rng.normal(size=(5, 24))
+    plain = read_data(str(_data(tmp_path / "a.csv", rows)), m)
+    with_bom = read_data(str(_data(tmp_path / "b.csv", rows, bom=True)), m)
+    for x, y in zip(plain, with_bom):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_allclose(plain[3], rows[:, 18:], rtol=1e-5)       # tau columns where the header says
+    bad = tmp_path / "latin.csv"
+    bad.write_bytes(",".join(f"{p}{i + 1}" for p in ("q", "qd", "qdd", "tau") for i in range(6)).encode()
+                    + b"\n" + b"\xe9" * 10 + b"\n")
+    long = tmp_path / "long.csv"
+    long.write_text((tmp_path / "a.csv").read_text().replace("\n", ",7\n").replace(",7\n", "\n", 1))
+    huge = _data(tmp_path / "huge.csv", np.where(np.arange(24) == 5, 1e300, rows))
+    for f, match in ((bad, "not UTF-8"), (long, "row 1: 25 fields, the header has 24"),
+                     (huge, "implausible")):
+        with pytest.raises(jaxdyn.errors.ConfigError, match=match):
+            read_data(str(f), m)
+    sub = tmp_path / "cfgdir"
+    sub.mkdir()
+    nan_rows = rows.copy()
+    nan_rows[3, 7] = np.nan
+    _data(sub / "d.csv", nan_rows)
+    (sub / "c.toml").write_text(_PUMA + '[data]\nfile = "d.csv"\n')
+    assert main(["identify", str(sub / "c.toml"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "row 4" in err and "qd2" in err, err                          # found beside the config, read
+    _data(sub / "one.csv", rows[:1])
+    (sub / "one.toml").write_text(_PUMA + '[data]\nfile = "one.csv"\n[excitation]\nT = 2.0\n')
+    assert main(["identify", str(sub / "one.toml"), "--out", str(tmp_path / "o1")]) == 2
+    assert "1 samples give 6 equations" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("config", ["four_bar", "quadruped_stand", "three_arms_box"])
+def test_closed_config_with_robot_says_what_it_needs(tmp_path, capsys, config):
+    """#47 item 8: before, 'stabilization applies to closed models only' or a plain
+    ValueError "unknown forward-dynamics method 'schur'"."""
+    from helpers import urdf_path
+    rc, err = _cli(capsys, config, "--robot", f"urdf:{urdf_path('ur5')}", "--out", tmp_path / "o")
+    assert rc == 2 and "is for a closed chain" in err and "tree config" in err, err
+
+
+def test_closed_chain_api_catalogue():
+    """#47 items 9-10: each input below got a TypeError / KeyError / AttributeError / JAX
+    hashing error or was accepted; now a named jaxdyn error saying what is wrong."""
+    from jaxdyn.errors import ArgumentError, ModelError
+    cm, q0 = jaxdyn.mechanisms.four_bar()
+    m, z = cm.model, np.zeros(cm.model.nv)
+    gs, _ = jaxdyn.mechanisms.arms_holding_box(2, form="grasp")
+    quad, qq = jaxdyn.mechanisms.quadruped()
+    arm = jaxdyn.robots.puma560()
+    f0 = m.frame_names[-1]
+    cases = [
+        (ModelError, "needs a tree Model", lambda: jaxdyn.close_loops(None, [])),
+        (ModelError, "got ClosedModel", lambda: jaxdyn.close_loops(cm, [jaxdyn.Constraint("point", f0)])),
+        (ModelError, "must be a list of jaxdyn.Constraint", lambda: jaxdyn.close_loops(m, None)),
+        (ModelError, "unknown kind", lambda: jaxdyn.close_loops(m, [jaxdyn.Constraint(["point"], f0)])),
+        (ModelError, "matrix of numbers", lambda: jaxdyn.close_loops(m, [jaxdyn.Constraint("subspace", f0,
+                                                                                           subspace="abc")])),
+        (ModelError, "unknown kind 'ball'", lambda: jaxdyn.Constraint("ball", "tip").rows),
+        (ModelError, r"names \['c'\] are repeated", lambda: jaxdyn.close_loops(
+            m, [jaxdyn.Constraint("point", f0, name="c"), jaxdyn.Constraint("point", m.frame_names[0], name="c")])),
+        (ArgumentError, "two finite Baumgarte gains", lambda: jaxdyn.constrained_forward_dynamics(
+            cm, q0, z, z, stabilization=(1.0,))),
+        (ArgumentError, "two finite Baumgarte gains", lambda: jaxdyn.constrained_forward_dynamics(
+            cm, q0, z, z, stabilization=(-1.0, 1.0))),
+        (ArgumentError, "iters must be an int >= 0", lambda: jaxdyn.project_constraints(cm, q0, z, iters=-1)),
+        (ArgumentError, "iters must be an int >= 0", lambda: jaxdyn.project_constraints(cm, q0, z, iters=2.5)),
+        (ModelError, "pass its .model", lambda: jaxdyn.legged_system(quad, qq, ["LF_foot"])),
+        (ModelError, "object must be a Model", lambda: jaxdyn.grasp_system(None, [arm], "ee", ["g"])),
+        (ModelError, r"wrap a single arm as \[arm\]", lambda: jaxdyn.grasp_system(gs.obj, arm, "ee", ["grasp0"])),
+        (ModelError, "contacts must be a kind", lambda: jaxdyn.grasp_system(gs.obj, [arm, arm], "ee",
+                                                                             ["grasp0", "grasp1"], contacts=None)),
+        (ModelError, "repeat a frame", lambda: jaxdyn.grasp_system(gs.obj, [arm, arm], "ee", ["grasp0", "grasp0"])),
+        (ArgumentError, "contacts must be one kind", lambda: jaxdyn.mechanisms.arms_holding_box(2, contacts="glue")),
+        (ArgumentError, "form must be 'closed' or 'legged'", lambda: jaxdyn.mechanisms.quadruped(form="x")),
+    ]
+    for err, match, call in cases:
+        with pytest.raises(err, match=match):
+            call()
+    # a list of gains is the tuple it means (before: JAX's non-hashable static argument error)
+    a = jaxdyn.constrained_forward_dynamics(cm, q0, z, z, stabilization=[2.0, 3.0]).qdd
+    b = jaxdyn.constrained_forward_dynamics(cm, q0, z, z, stabilization=(2.0, 3.0)).qdd
+    np.testing.assert_array_equal(a, b)

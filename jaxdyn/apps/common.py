@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 
 import jax
 import optax
@@ -10,21 +12,37 @@ from ..errors import ConfigError
 
 
 def output_dir(out, name):
-    """The output folder of a command: ``out`` or ``./jaxdyn-out/<name>``; a path that exists
-    and is not a folder is a named error."""
-    out = out or os.path.join("jaxdyn-out", name)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ConfigError(f"--out {out!r} exists and is not a directory")
-    return out
+    """The output folder of a command, made and checked writable before anything is computed:
+    ``out`` or ``./jaxdyn-out/<name>``.  A folder that exists and is not empty (an earlier run,
+    anything else) is never written into, so runs never mix: the run goes to the first free
+    ``<out>-2``, ``<out>-3``, ... and the command says so on stderr.  Returns the folder.
+    Raises ConfigError naming the path when it is a file or cannot be written."""
+    base = out or os.path.join("jaxdyn-out", name)
+    if os.path.exists(base) and not os.path.isdir(base):
+        raise ConfigError(f"--out {base!r} exists and is not a directory")
+    path, k = base, 1
+    while os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+        k += 1
+        path = f"{base.rstrip(os.sep)}-{k}"
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise ConfigError(f"--out {path!r} cannot be written: {e.strerror or e}") from None
+    if path != base:
+        print(f"jaxdyn: {base} is not empty (an earlier run?); writing to {path}", file=sys.stderr)
+    return path
 
 
 def start(args, load):
     """The common start of a tool's run: float64 on, the config read by ``load(args.config)``,
-    the output folder and the robot (``robot_by_name``) -> (cfg, out, robot)."""
+    the robot (``robot_by_name``) and the output folder (:func:`output_dir`) -> (cfg, out, robot)."""
     from ..io.named import robot_by_name
     jax.config.update("jax_enable_x64", True)
     cfg = load(args.config)
-    return cfg, output_dir(args.out, cfg["name"]), robot_by_name(cfg["robot"]["name"])
+    robot = robot_by_name(cfg["robot"]["name"])
+    return cfg, output_dir(args.out, cfg["name"]), robot
 
 
 def optax_promotion():

@@ -52,6 +52,10 @@ DEFAULTS = {
     "validation": {"T": 10.0, "seed": 3},
 }
 DEFAULT_CONFIG = "identify_puma"
+MAX_SAMPLES = 200_000
+"""Most samples of an excitation or validation run (the regressor holds samples x nv x 10 nb numbers)."""
+MAX_VALUE = 1e6
+"""Largest magnitude accepted in a data file (q, qd, qdd, tau in SI units)."""
 PARAM_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
 
 
@@ -74,21 +78,40 @@ def load(path=None) -> dict:
             raise ConfigError(f"{name}: noise.{k} must be >= 0, got {n[k]}")
     if not 0 <= s["perturb"] < 1:
         raise ConfigError(f"{name}: estimation.perturb must be in [0, 1), got {s['perturb']}")
-    if cfg["validation"]["T"] <= 0:
-        raise ConfigError(f"{name}: validation.T must be > 0")
+    for sec, k in (("excitation", "T"), ("validation", "T")):
+        samples = cfg[sec][k] / e["dt"]
+        if not 1 <= samples <= MAX_SAMPLES:
+            raise ConfigError(f"{name}: {sec}.T / excitation.dt = {samples:.3g} samples; need 1 to {MAX_SAMPLES}")
+    for sec, k, top in (("excitation", "harmonics", 1000), ("excitation", "optimize_steps", 100_000),
+                        ("estimation", "steps", 100_000)):
+        if cfg[sec][k] > top:
+            raise ConfigError(f"{name}: {sec}.{k} = {cfg[sec][k]} is more than {top}")
+    for sec in ("excitation", "noise", "estimation", "validation"):
+        if cfg[sec]["seed"] < 0:
+            raise ConfigError(f"{name}: {sec}.seed must be >= 0, got {cfg[sec]['seed']}")
+    if s["prior_weight"] < 0:
+        raise ConfigError(f"{name}: estimation.prior_weight must be >= 0, got {s['prior_weight']}")
+    f = cfg.get("data", {}).get("file")
+    if f is not None and not os.path.isabs(f) and path is not None and os.path.isfile(path):
+        cfg["data"]["file"] = os.path.join(os.path.dirname(os.path.abspath(path)), f)   # the config's folder
     return cfg
 
 
 def read_data(path, model):
-    """(Q, QD, QDD, TAU) (N, nv) from a CSV with header q1..qn, qd1..qdn, qdd1..qddn,
-    tau1..taun.  Named errors: missing file or column, non-numeric or non-finite rows (row
-    number counted from 1 after the header)."""
+    """(Q, QD, QDD, TAU) (N, nv) from a UTF-8 CSV (a byte-order mark is allowed) with header
+    q1..qn, qd1..qdn, qdd1..qddn, tau1..taun (any order, other columns ignored).  Named errors:
+    missing file or column, text that is not UTF-8, a row whose field count differs from the
+    header's, non-numeric, non-finite or implausible (|x| > MAX_VALUE) values (row numbers
+    counted from 1 after the header), no data rows."""
     import numpy as np
     if not os.path.isfile(path):
         raise ConfigError(f"data.file {path!r} not found")
-    with open(path) as fh:
-        header = [h.strip() for h in fh.readline().strip().split(",")]
-        rows = fh.read().splitlines()
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            header = [h.strip() for h in fh.readline().strip().split(",")]
+            rows = fh.read().splitlines()
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); save the CSV as UTF-8") from None
     n = model.nv
     want = [f"{p}{i + 1}" for p in ("q", "qd", "qdd", "tau") for i in range(n)]
     missing = [w for w in want if w not in header]
@@ -100,13 +123,15 @@ def read_data(path, model):
         if not line.strip():
             continue
         parts = line.split(",")
+        if len(parts) != len(header):
+            raise ConfigError(f"{path}: row {r}: {len(parts)} fields, the header has {len(header)}: {line[:80]!r}")
         try:
             vals = [float(parts[c]) for c in cols]
-        except (ValueError, IndexError):
+        except ValueError:
             raise ConfigError(f"{path}: row {r}: not {len(header)} numbers: {line[:80]!r}") from None
-        if not all(np.isfinite(vals)):
-            bad = [want[i] for i, v in enumerate(vals) if not np.isfinite(v)]
-            raise ConfigError(f"{path}: row {r}: non-finite value in {bad}")
+        bad = [want[i] for i, v in enumerate(vals) if not np.isfinite(v) or abs(v) > MAX_VALUE]
+        if bad:
+            raise ConfigError(f"{path}: row {r}: non-finite or implausible (|x| > {MAX_VALUE:g}) value in {bad}")
         out.append(vals)
     if not out:
         raise ConfigError(f"{path}: no data rows")
@@ -181,6 +206,9 @@ def run(args) -> int:
     Y = np.asarray(si.regressors(true, jnp.asarray(Qm), jnp.asarray(QDm), jnp.asarray(QDDm)))
     tau_fit = TAU - arm * QDDm
     base = si.base_parameters(Y.reshape(-1, Y.shape[-1]))
+    if Y.shape[0] * Y.shape[1] <= base0.rank:
+        raise ConfigError(f"{name}: {source}: {Y.shape[0]} samples give {Y.shape[0] * Y.shape[1]} equations for "
+                          f"{base0.rank} base parameters; the fit would be exact and say nothing (give more samples)")
     cond = float(si.condition_number(Y.reshape(-1, Y.shape[-1]), base))
     start = perturb(true, jax.random.PRNGKey(es["seed"]), es["perturb"])
     pi_start = np.asarray(si.inertial_parameters(start))

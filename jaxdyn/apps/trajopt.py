@@ -107,8 +107,9 @@ def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_lim
         raise ArgumentError(f"dt must be a positive finite number, got {dt!r}")
     if tau_limit is not None:
         tau_limit = jnp.broadcast_to(jnp.asarray(tau_limit, float), (nv,))
-        if not bool(jnp.all(tau_limit > 0)):
-            raise ArgumentError(f"tau_limit must be > 0, got {np.asarray(tau_limit)}")
+        if not bool(jnp.all((tau_limit > 0) & jnp.isfinite(tau_limit))):
+            raise ArgumentError(f"tau_limit must be finite and > 0 per dof (tau_limit=None for no limit), got "
+                                f"{np.asarray(tau_limit).tolist()}")
     if terminal_cost is None:
         terminal_cost = lambda q, qd: jnp.zeros((), q.dtype)  # noqa: E731
     for nm, f in (("running_cost", running_cost), ("terminal_cost", terminal_cost),

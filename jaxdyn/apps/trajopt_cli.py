@@ -44,6 +44,8 @@ DEFAULTS = {
     "compare": {"cycloidal": True},
 }
 DEFAULT_CONFIG = "trajopt_puma_p2p"
+MAX_STEPS = 100_000
+"""Most time steps of a horizon (the optimizer keeps every step's state for the gradient)."""
 
 
 def load(path=None) -> dict:
@@ -68,8 +70,20 @@ def load(path=None) -> dict:
     for k in ("iterations", "rounds", "segments", "multistart"):
         if o[k] < 1:
             raise ConfigError(f"{name}: optimizer.{k} must be >= 1, got {o[k]}")
-    if "robust" in cfg and ("body" not in cfg["robust"] or "extra_masses" not in cfg["robust"]):
-        raise ConfigError(f"{name}: [robust] needs body and extra_masses")
+    steps = p["T"] / p["dt"]
+    for what, v, top in (("problem.T / problem.dt", steps, MAX_STEPS), ("optimizer.iterations", o["iterations"], 100_000),
+                         ("optimizer.rounds", o["rounds"], 1000), ("optimizer.multistart", o["multistart"], 4096),
+                         ("optimizer.multistart x steps", o["multistart"] * steps, 10 * MAX_STEPS),
+                         ("optimizer.segments", o["segments"], steps)):
+        if v > top:
+            raise ConfigError(f"{name}: {what} = {v:.6g} is more than {top:.6g}")
+    for sec, k in (("optimizer", "rho"), ("optimizer", "learning_rate"), ("problem", "terminal_weight")):
+        if not cfg[sec][k] > 0:
+            raise ConfigError(f"{name}: {sec}.{k} must be > 0, got {cfg[sec][k]}")
+    if o["spread"] < 0 or o["seed"] < 0:
+        raise ConfigError(f"{name}: optimizer.spread and optimizer.seed must be >= 0, got {o['spread']}, {o['seed']}")
+    if "robust" in cfg and ("body" not in cfg["robust"] or not cfg["robust"].get("extra_masses")):
+        raise ConfigError(f"{name}: [robust] needs body and a non-empty list extra_masses")
     return cfg
 
 
@@ -121,6 +135,8 @@ def run(args) -> int:
     qT = _vec(cfg, "problem", "q_final", nq if full else tj.size, None)
     qdT = _vec(cfg, "problem", "qd_final", nv if full else tj.size, np.zeros(nv if full else tj.size))
     act = _vec(cfg, "problem", "actuated", nv, np.ones(nv)) if "actuated" in p else None
+    if act is not None and (not np.all((act == 0) | (act == 1)) or not act.any()):
+        raise ConfigError(f"{name}: problem.actuated must be 0 or 1 per dof with at least one 1, got {act.tolist()}")
     stab = p.get("stabilization")
     if stab is not None and (closed is None or len(stab) != 2 or min(stab) < 0):
         raise ConfigError(f"{name}: problem.stabilization needs a closed mechanism and [alpha, beta] >= 0")
@@ -128,8 +144,9 @@ def run(args) -> int:
         q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
         jaxdyn.constraints.check_assembled(closed, q0, f"{name}: problem.q0")
     lim = _vec(cfg, "problem", "tau_limit", nv, None) if "tau_limit" in p else None
-    if lim is not None and np.any(lim <= 0):
-        raise ConfigError(f"{name}: problem.tau_limit must be > 0, got {lim.tolist()}")
+    if lim is not None and not np.all((lim >= 1e-6) & np.isfinite(lim)):
+        raise ConfigError(f"{name}: problem.tau_limit must be finite and >= 1e-6 (N m or N) per dof (leave it out "
+                          f"for no limit), got {lim.tolist()}")
     steps = int(round(p["T"] / p["dt"]))
     dt = p["dt"]
     qT_j, qdT_j = jnp.asarray(qT), jnp.asarray(qdT)
@@ -205,6 +222,11 @@ def run(args) -> int:
              f"effort sum |tau|^2 dt: {J:.6g}",
              f"terminal error: max |q - q_final| = {err_q:.3g}, max |qd - qd_final| = {err_v:.3g}",
              f"max |tau|: {np.abs(U).max(0).round(4).tolist()}"]
+    if max(err_q, err_v) > 1e-3:
+        miss = (f"the optimized trajectory misses the target by {max(err_q, err_v):.3g} (> 1e-3): not converged; "
+                "try more optimizer.rounds or iterations, a longer horizon or a looser tau_limit")
+        lines.append(f"warning: {miss}")
+        print(f"warning: {miss}", file=sys.stderr)
     cyc = None
     if closed is not None:
         drift = np.asarray(jax.vmap(lambda q: jaxdyn.constraint_residual(closed, q))(jnp.asarray(Q)))

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
+from ..model.model import Model
 
 KINDS = {"point": 3, "weld": 6, "revolute": 5, "subspace": None}
 _REVOLUTE_PHI = np.concatenate([np.eye(6)[:, :3], np.eye(6)[:, 3:5]], 1)     # all but rotation about z
@@ -47,7 +48,19 @@ class Constraint:
 
     @property
     def rows(self) -> int:
-        return KINDS[self.kind] if self.kind != "subspace" else int(np.shape(self.subspace)[1])
+        """Number of constraint rows (raises ModelError for an unknown kind or a subspace that
+        is not a (6, r) matrix)."""
+        _check_kind(self.kind, self.name or "constraint")
+        if self.kind != "subspace":
+            return KINDS[self.kind]
+        if np.ndim(self.subspace) != 2:
+            raise ModelError(f"constraint {self.name!r}: kind 'subspace' needs subspace= a (6, r) matrix")
+        return int(np.shape(self.subspace)[1])
+
+
+def _check_kind(kind, nm):
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ModelError(f"constraint {nm!r}: unknown kind {kind!r}; kinds are {sorted(KINDS)}")
 
 
 @no_type_check  # a pytree node: JAX rebuilds it with arbitrary leaves (tracers, None,
@@ -101,9 +114,21 @@ def close_loops(model, constraints) -> ClosedModel:
     Raises :class:`~jaxdyn.errors.ModelError` naming the constraint for an unknown kind, a
     missing frame, a placement that is not a rotation, or a constraint from a body to itself.
     """
+    if not isinstance(model, Model):
+        raise ModelError(f"close_loops needs a tree Model (e.g. jaxdyn.load_urdf), got {type(model).__name__}"
+                         + (" (close_loops a ClosedModel's .model with all its constraints)"
+                            if isinstance(model, ClosedModel) else ""))
+    if isinstance(constraints, Constraint) or not isinstance(constraints, (list, tuple)):
+        raise ModelError(f"close_loops: constraints must be a list of jaxdyn.Constraint, got "
+                         f"{type(constraints).__name__}")
     constraints = list(constraints)
     if not constraints:
         raise ModelError("close_loops needs at least one Constraint")
+    seen = [c.name for c in constraints if isinstance(c, Constraint) and c.name]
+    dup = sorted({n for n in seen if seen.count(n) > 1})
+    if dup:
+        raise ModelError(f"close_loops: constraint names {dup} are repeated; names name the contact frames "
+                         "'<name>:a' / '<name>:b' and must be unique")
     fnames = list(model.frame_names)
     fbody = [int(b) for b in np.asarray(model.frame_body)]
     fE, fr = list(np.asarray(model.frame_E)), list(np.asarray(model.frame_r))
@@ -112,10 +137,13 @@ def close_loops(model, constraints) -> ClosedModel:
         if not isinstance(c, Constraint):
             raise ModelError(f"constraint {i}: expected jaxdyn.Constraint, got {type(c).__name__}")
         nm = c.name or f"c{i}"
-        if c.kind not in KINDS:
-            raise ModelError(f"constraint {nm!r}: unknown kind {c.kind!r}; kinds are {sorted(KINDS)}")
+        _check_kind(c.kind, nm)
         if c.kind == "subspace":
-            phi = np.asarray(c.subspace, float) if c.subspace is not None else None
+            try:
+                phi = np.asarray(c.subspace, float) if c.subspace is not None else None
+            except (TypeError, ValueError):
+                raise ModelError(f"constraint {nm!r}: subspace= must be a (6, r) matrix of numbers, got "
+                                 f"{c.subspace!r:.60}") from None
             if phi is None or phi.ndim != 2 or phi.shape[0] != 6 or not 1 <= phi.shape[1] <= 6 \
                     or not np.all(np.isfinite(phi)) or np.linalg.matrix_rank(phi) < phi.shape[1]:
                 raise ModelError(f"constraint {nm!r}: kind 'subspace' needs subspace= a (6, r) matrix of rank r, "

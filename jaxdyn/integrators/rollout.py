@@ -100,8 +100,8 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
         raise ArgumentError(f"unknown stepper {stepper!r}; choose from {tuple(STEPPERS)}")
     steps = _check_steps(steps)
     dt = _check_dt(dt)
-    if stabilization is not None:
-        stabilization = tuple(float(x) for x in stabilization)
+    from ..constraints.dynamics import check_stabilization
+    stabilization = check_stabilization(stabilization)
     options = (stepper, method, float(rtol), float(atol), chunk, stabilization)
     ctrl, run = controller_or_torques, _compiled_rollout
     Partial = jax.tree_util.Partial
