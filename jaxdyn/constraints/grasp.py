@@ -357,19 +357,20 @@ def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force
     least-norm forces where they are not unique) whether or not a chain is singular.
     ``free_force`` h (ell, 3): the known force along the free modes (zero for passive
     contacts).  ``system``: the constrained-space Omega = blockdiag(A_k) + B M_o^-1 B^T on the
-    real rows (for the rank diagnostic; the algorithm never factors it)."""
+    real rows (its diagonal scales the shift; the rank diagnostic; it is never factored)."""
     T = _terms(gs, q, qd, tau, stabilization)
     C = _contact(gs, T)
     qo = q[:gs.obj.nq]
     A = jnp.einsum("lji,ljk,lkm->lim", C.phic, T.Lam_inv, C.phic)            # (ell, 6, 6), zero pads
     B = jnp.einsum("lji,ljk->lik", C.phic, T.G)                               # (ell, 6, nvo)
-    BMB = jnp.einsum("lij,jk,lmk->lim", B, T.Mo_inv, B)
+    Bs = B.reshape(-1, gs.obj.nv)
+    Omega = jax.scipy.linalg.block_diag(*[A[i] for i in range(gs.n_arms)]) + Bs @ T.Mo_inv @ Bs.T
     h = jnp.zeros((gs.n_arms, 3), q.dtype) if free_force is None else free_force
     fh = jnp.einsum("lij,lj->li", C.phi, h)                                   # phi h
     S = jnp.einsum("lji,lj->li", C.phic, C.c + T.obj_bias - T.alpha_f - jnp.einsum("lij,lj->li", T.Lam_inv, fh))
     Mo = crba(gs.obj, qo)
     f_o = Mo @ T.obj_f - jnp.einsum("lji,lj->i", T.G, fh)                      # tau_o - h_o = M_o a_free
-    eps = prox_eps(jnp.diagonal(A, axis1=1, axis2=2) + jnp.diagonal(BMB, axis1=1, axis2=2), 1.0 - C.pad_c)
+    eps = prox_eps(jnp.diagonal(Omega).reshape(gs.n_arms, 6), 1.0 - C.pad_c)
     Mk = pd_inverse(A + jax.vmap(jnp.diag)(eps + C.pad_c))                 # (A_k + diag eps_k)^-1, unit pads
     M_eff_inv = pd_inverse(Mo + jnp.einsum("lji,ljk,lkm->im", B, Mk, B))     # (45)
 
@@ -385,10 +386,8 @@ def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force
         a_o, mu = a_o + da, mu + dmu
     lam_l = fh + jnp.einsum("lij,lj->li", C.phic, mu)
     qdd, rel, residual = _finish(gs, q, T, C, lam_l, a_o)                     # (48)
-    real_rows = _real_rows(gs)
-    Omega = (jax.scipy.linalg.block_diag(*[A[i] for i in range(gs.n_arms)]) +
-             B.reshape(-1, gs.obj.nv) @ T.Mo_inv @ B.reshape(-1, gs.obj.nv).T)[np.ix_(real_rows, real_rows)]
-    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega)
+    real = _real_rows(gs)
+    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega[np.ix_(real, real)])
 
 
 def rccfd(gs: GraspSystem, q, qd, tau, stabilization=None):
