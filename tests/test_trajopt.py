@@ -44,6 +44,63 @@ def test_single_shooting_gradient_matches_finite_differences(parametrization):
     _fd_check(lambda Z: to.single_shooting_cost(p, Z), Z)
 
 
+def test_acceleration_plan_is_a_torque_plan():
+    """The acceleration parametrization computes tau_k = rnea(q_k, qd_k, Z_k) at each sample's
+    start and holds it: ABA there gives back Z_k (feedback linearization), the plan's torques
+    replayed open-loop on the same stepper are the optimizer's trajectory, and on RK4 at
+    dt / 10 they stay within RK4's error of it."""
+    p = _pendulum_problem("acceleration", stepper="rk4")
+    Z = jnp.asarray(np.random.default_rng(4).normal(size=(20, 2)))
+    tr = to.simulate(p, Z)
+    U = tr.tau[:-1]
+    qdd = jax.vmap(lambda q, qd, u: jaxdyn.aba(p.model, q, qd, u))(tr.q[:-1], tr.qd[:-1], U)
+    np.testing.assert_allclose(qdd, Z, atol=1e-10)
+    same = to.replay(p, U, substeps=1)
+    np.testing.assert_allclose(same.q, tr.q, atol=1e-12)
+    fine = to.replay(p, U)
+    assert fine.q.shape == (201, 2)
+    np.testing.assert_allclose(fine.q[::10], tr.q, atol=1e-6)
+
+
+def _effort(t, q, qd, u):
+    return jnp.sum(u ** 2)
+
+
+def _reach(qT, q, qd):
+    return jnp.concatenate([q - qT, qd])
+
+
+def test_new_target_and_start_reuse_the_compiled_solver():
+    """Targets (a Partial's data), initial states and torque limits are traced: a second solve
+    with all three new compiles nothing, and each solve reaches its own target (checked by
+    an open-loop replay of its torques on RK4 at dt / 10)."""
+    m = jaxdyn.robots.double_pendulum()
+    P = jax.tree_util.Partial
+
+    def solve(q0, qT, lim):
+        p = to.problem(m, jnp.asarray(q0), jnp.zeros(2), 0.05, 20, _effort, terminal_constraint=P(_reach, jnp.asarray(qT)),
+                       tau_limit=lim, stepper="rk4", parametrization="acceleration")
+        res = to.optimize(p, iterations=25, rounds=4, rho=1e4)
+        fin = to.replay(p, res.U).q[-1]
+        return res, float(jnp.abs(fin - jnp.asarray(qT)).max())
+
+    _, err = solve([0.0, 0.0], [0.4, -0.3], [40.0, 20.0])
+    assert err < 1e-2
+    compiles = []
+
+    def listen(event, duration, **kw):
+        if event.endswith("backend_compile_duration"):
+            compiles.append(event)
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        res, err = solve([0.1, -0.2], [-0.3, 0.5], [35.0, 25.0])
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert compiles == [], len(compiles)
+    assert err < 1e-2
+    np.testing.assert_allclose(res.trajectory.q[0], [0.1, -0.2])
+
+
 def test_multiple_shooting_gradient_and_zero_defects_at_init():
     p = _pendulum_problem(tau_limit=[15.0, 8.0])
     Z = jnp.asarray(np.random.default_rng(2).normal(size=(20, 2)))

@@ -17,8 +17,9 @@ difference on the tangent space, as :func:`jaxdyn.difference`) by an augmented L
 ``J + lam . d + rho/2 |d|^2`` (``defects="al"``, multiplier update ``lam += rho d`` after each
 outer round) or a quadratic penalty (``defects="penalty"``, lam = 0).
 
-The whole optimizer loop is one ``lax.scan`` inside ``jit``, so it compiles once (seconds) and
-``vmap``s: :func:`optimize` takes a batch of initial guesses (multi-start) and a stacked model
+Each round of the optimizer is one ``lax.scan`` inside ``jit``; the problem is a pytree whose
+data (targets, initial state, weights, limits) are traced, so a new target reuses the
+compiled programs.  It ``vmap``s: :func:`optimize` takes a batch of initial guesses (multi-start) and a stacked model
 (robust optimization: the mean cost over model variants, e.g. payload masses, with one U).
 """
 from __future__ import annotations
@@ -42,9 +43,19 @@ from ..integrators.steppers import STEPPERS
 from ..model.configuration import difference, normalize
 
 
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=("model", "q0", "qd0", "dt", "running_cost", "terminal_cost", "tau_limit",
+                                "terminal_constraint", "scale", "actuation"),
+                   meta_fields=("steps", "stepper", "method", "parametrization", "stabilization"))
 @dataclasses.dataclass(frozen=True, eq=False)
 class Problem:
-    """A trajectory-optimization problem (static: closed over by jit, not traced).
+    """A trajectory-optimization problem, a pytree: its data (model parameters, q0, qd0, dt,
+    limits, scale, actuation and the cost functions' data) are traced arguments of the
+    compiled optimizer; its structure (``steps``, ``stepper``, ``method``, ``parametrization``,
+    ``stabilization``, the model's topology and the cost *functions*) selects the program.
+    The cost functions are :class:`jax.tree_util.Partial` s (:func:`problem` wraps plain
+    functions): ``Partial(fn, *data)`` carries targets and weights as data, so a new target
+    reuses the compiled program; a new plain function (a new lambda) compiles a new one.
 
     Attributes:
       model: the robot (or a :func:`jaxdyn.stack` of variants for robust optimization).
@@ -59,11 +70,14 @@ class Problem:
       scale: None or (nv,) torque scale s: ``U = s Z`` (inside the limits' tanh), a diagonal
         preconditioner.  :func:`problem` sets s = diag M(q0) with ``scale="inertia"``, which
         equalizes the joints' sensitivities (wrist vs base inertias differ by 100x on a PUMA).
-      parametrization: "torque" (Z are the held torques) or "acceleration" (Z are held joint
-        accelerations, applied by the feedback-linearizing law ``tau = rnea(q, qd, Z[k])``
-        inside every stage, then limited): the terminal state is then nearly linear in Z,
-        which conditions reaching problems far better (Z (steps, nv) are tangent-space
-        accelerations, so free-flyer bases work too).
+      parametrization: "torque" (Z are the held torques) or "acceleration" (Z[k] is the joint
+        acceleration at the start of sample k: the torque ``tau_k = rnea(q_k, qd_k, Z[k])``
+        (then limited) is computed from the sample's start state and held over the sample, a
+        :class:`jaxdyn.HeldLaw`): the terminal state is then nearly linear in Z, which
+        conditions reaching problems far better (Z (steps, nv) are tangent-space
+        accelerations, so free-flyer bases work too).  Either way the plan is a torque
+        sequence: :attr:`Result.U` replayed open-loop on ``stepper`` at dt is the optimized
+        trajectory.
       actuation: None or (nv,) 0/1 mask of actuated dofs (the torques are ``mask * U``).
       stabilization: Baumgarte gains for a closed model (:func:`jaxdyn.close_loops`), passed
         to :func:`jaxdyn.rollout`.  ``model`` may be a ClosedModel: the rollouts are then
@@ -72,7 +86,7 @@ class Problem:
     model: object
     q0: jax.Array
     qd0: jax.Array
-    dt: float
+    dt: float | jax.Array
     steps: int
     running_cost: Callable
     terminal_cost: Callable
@@ -93,7 +107,10 @@ class Problem:
 def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_limit=None, stepper="rk4",
             method="aba", terminal_constraint=None, scale=None, parametrization="torque", actuation=None,
             stabilization=None) -> Problem:
-    """A validated :class:`Problem` (shapes of q0/qd0/tau_limit, stepper name, positive steps)."""
+    """A validated :class:`Problem` (shapes of q0/qd0/tau_limit, stepper name, positive steps).
+    Cost functions that are not :class:`jax.tree_util.Partial` s are wrapped as ``Partial(fn)``
+    (their identity then selects the compiled program: pass ``Partial(fn, target, ...)`` with
+    a module-level ``fn`` to solve for new targets without compiling again)."""
     q0, qd0 = jnp.asarray(q0, float), jnp.asarray(qd0, float)
     base = open_model(model)
     nq, nv = base.nq, base.nv
@@ -111,11 +128,14 @@ def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_lim
             raise ArgumentError(f"tau_limit must be finite and > 0 per dof (tau_limit=None for no limit), got "
                                 f"{np.asarray(tau_limit).tolist()}")
     if terminal_cost is None:
-        terminal_cost = lambda q, qd: jnp.zeros((), q.dtype)  # noqa: E731
+        terminal_cost = _no_terminal_cost
     for nm, f in (("running_cost", running_cost), ("terminal_cost", terminal_cost),
                   ("terminal_constraint", terminal_constraint)):
         if f is not None and not callable(f):
             raise ArgumentError(f"{nm} must be a callable, got {type(f).__name__}")
+    running_cost, terminal_cost, terminal_constraint = (
+        f if f is None or isinstance(f, jax.tree_util.Partial) else jax.tree_util.Partial(f)
+        for f in (running_cost, terminal_cost, terminal_constraint))
     if isinstance(scale, str):
         if scale != "inertia":
             raise ArgumentError(f"scale must be None, 'inertia' or (nv,) numbers, got {scale!r}")
@@ -140,19 +160,30 @@ def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_lim
                    None if stabilization is None else tuple(float(x) for x in stabilization))
 
 
+def _no_terminal_cost(q, qd):
+    return jnp.zeros((), q.dtype)
+
+
 def open_model(model):
     """The tree Model of a model or of a ClosedModel."""
     from ..constraints import ClosedModel
     return model.model if isinstance(model, ClosedModel) else model
 
 
-def _limit(prob, U):
-    if prob.tau_limit is not None:
-        L = jnp.broadcast_to(prob.tau_limit, U.shape)
+def _limit(tau_limit, actuation, U):
+    """``L tanh(U / L)`` (L = tau_limit, if any), times the actuation mask (if any)."""
+    if tau_limit is not None:
+        L = jnp.broadcast_to(tau_limit, U.shape)
         U = L * jnp.tanh(U / L)
-    if prob.actuation is not None:
-        U = jnp.broadcast_to(prob.actuation, U.shape) * U
+    if actuation is not None:
+        U = jnp.broadcast_to(actuation, U.shape) * U
     return U
+
+
+def _accel_law(model, tau_limit, actuation, z, t, q, qd):
+    """The acceleration parametrization's law: rnea(q, qd, z), limited."""
+    from ..batching import rnea
+    return _limit(tau_limit, actuation, rnea(model, q, qd, z))
 
 
 def controls(prob: Problem, Z, model=None):
@@ -161,10 +192,9 @@ def controls(prob: Problem, Z, model=None):
     (acceleration parametrization)."""
     U = Z if prob.scale is None else jnp.broadcast_to(prob.scale, Z.shape) * Z
     if prob.parametrization == "torque":
-        return _limit(prob, U)
-    from ..batching import rnea
+        return _limit(prob.tau_limit, prob.actuation, U)
     m = open_model(prob.model if model is None else model)
-    return HeldLaw(U, lambda z, t, q, qd: _limit(prob, rnea(m, q, qd, z)))
+    return HeldLaw(U, jax.tree_util.Partial(_accel_law, m, prob.tau_limit, prob.actuation))
 
 
 def decision_from_torques(prob: Problem, U):
@@ -242,10 +272,27 @@ def multiple_shooting_init(prob: Problem, Z, S, model=None):
     return {"Z": jnp.asarray(Z), "X": X}
 
 
+def replay(prob: Problem, U, substeps=10, stepper="rk4", model=None) -> Trajectory:
+    """Open-loop replay of a plan: the torques U (steps, nv), row k held over [t_k, t_k+1),
+    integrated from (q0, qd0) by ``stepper`` at dt / ``substeps`` (RK4 at dt / 10 by default:
+    an accurate check of the plan, independent of the optimizer's model).  Returns the
+    :class:`jaxdyn.Trajectory` of steps * substeps samples (its last state is the plan's end)."""
+    substeps = int(substeps)
+    if substeps < 1:
+        raise ArgumentError(f"substeps must be a positive int, got {substeps}")
+    U = jnp.asarray(U, float)
+    if U.shape != (prob.steps, prob.nv):
+        raise ShapeError(f"U must be (steps, nv) = {(prob.steps, prob.nv)}, got {U.shape}")
+    m = prob.model if model is None else model
+    return rollout(m, prob.q0, prob.qd0, jnp.repeat(U, substeps, axis=0), prob.dt / substeps, prob.steps * substeps,
+                   stepper=stepper, method=prob.method, stabilization=prob.stabilization)
+
+
 class Result(NamedTuple):
     """Outcome of :func:`optimize` (leading batch axes for multi-start)."""
     params: object          # Z (steps, nv) or {"Z", "X"} (multiple shooting)
-    U: jax.Array            # (steps, nv) the torques applied at the samples (variant 0)
+    U: jax.Array            # (steps, nv) the plan: torque held over each sample; as a torque array,
+                            # rollout(model, q0, qd0, U, dt, steps, stepper) is `trajectory` (variant 0)
     cost: jax.Array         # () J of the single-shooting rollout of U (mean over model variants)
     history: jax.Array      # (iterations,) objective per iteration (incl. defect terms)
     defect: jax.Array       # () max |defect| (0 for single shooting)
@@ -305,6 +352,11 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
         compilation cache can keep it).
     Returns:
       :class:`Result`; ``defect`` is max |c| at the end.
+
+    Compilation: three programs (start, one round, the final rollout) per problem structure,
+    options and Z0 shape; solving again with new data of the same structure (``dataclasses.
+    replace(prob, q0=..., terminal_constraint=Partial(psi, new_target))``) runs the same
+    programs (see :class:`Problem`).
     """
     if shooting not in ("single", "multiple"):
         raise ArgumentError(f"shooting must be 'single' or 'multiple', got {shooting!r}")
@@ -315,81 +367,85 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
     if Z0.shape[-2:] != shape or Z0.ndim not in (2, 3):
         raise ShapeError(f"Z0 must be (steps, nv) = {shape} or (K, steps, nv), got {Z0.shape}")
     _make_optimizer(optimizer, learning_rate, memory_size)         # validates the name
-    fn = _solver(prob, Z0.ndim == 3, shooting, optimizer, int(iterations), float(learning_rate), int(segments),
-                 defects, int(rounds), float(rho), bool(robust), int(memory_size), progress)
-    return Result(*fn(Z0))
+    if not isinstance(prob, Problem):
+        raise ArgumentError(f"prob must be a trajopt Problem (jaxdyn.apps.trajopt.problem), got {type(prob).__name__}")
+    start, round_, finish = _solver(Z0.ndim == 3, shooting, optimizer, int(iterations), float(learning_rate),
+                                    int(segments), defects, float(rho), bool(robust), int(memory_size))
+    params, lam = start(prob, Z0)
+    hists = []
+    for r in range(int(rounds) if lam.shape[-1] else 1):
+        params, lam, h = round_(prob, params, lam)
+        hists.append(h)
+        if progress is not None:
+            progress(r, iterations - 1)
+    U, J, dmax, tr = finish(prob, params)
+    return Result(params, U, J, jnp.concatenate(hists, -1), dmax, tr)
 
 
 @functools.lru_cache(maxsize=32)
-def _solver(prob, batched, shooting, optimizer, iterations, learning_rate, segments, defects, rounds, rho, robust,
-            memory_size, progress):
-    """The optimizer of :func:`optimize`, cached per problem and options (one compile for
-    repeated calls, e.g. separate multi-starts): three compiled programs (start, one round of
-    the augmented Lagrangian, the final rollout), the rounds called from Python."""
+def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, defects, rho, robust, memory_size):
+    """The compiled pieces of :func:`optimize` for one set of options: ``start(prob, Z0)``,
+    ``round_(prob, params, lam)`` (one round of the augmented Lagrangian) and
+    ``finish(prob, params)`` (the final rollout), each ``jax.jit`` of a function of the problem
+    (a pytree), so problems of one structure share the programs and new data (targets, initial
+    states, weights, limits) reuse them."""
     opt = _make_optimizer(optimizer, learning_rate, memory_size)
     lbfgs = optimizer == "lbfgs"
-    model = prob.model
-    if robust:
-        mean = lambda fn: (lambda p: jnp.mean(jax.vmap(lambda m: fn(p, m))(model), 0))  # noqa: E731
-    else:
-        mean = lambda fn: (lambda p: fn(p, model))  # noqa: E731
-    model0 = jax.tree_util.tree_map(lambda x: x[0], model) if robust else model
     S = segments
-    psi = prob.terminal_constraint or (lambda q, qd: jnp.zeros((0,), q.dtype))
 
-    def terms_one(p, m):
+    def mean(fn):
+        if robust:
+            return lambda p, prob: jnp.mean(jax.vmap(lambda m: fn(p, prob, m))(prob.model), 0)
+        return lambda p, prob: fn(p, prob, prob.model)
+
+    def model0(prob):
+        return jax.tree_util.tree_map(lambda x: x[0], prob.model) if robust else prob.model
+
+    def psi(prob, q, qd):
+        if prob.terminal_constraint is None:
+            return jnp.zeros((0,), q.dtype)
+        return prob.terminal_constraint(q, qd)
+
+    def terms_one(p, prob, m):
         if shooting == "single":
             tr = simulate(prob, p, m)
             J = _cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
-            return _pack(J, psi(tr.q[-1], tr.qd[-1]))
+            return _pack(J, psi(prob, tr.q[-1], tr.qd[-1]))
         J, d, qN, qdN = _multiple_shooting(prob, p, S, m)
-        return _pack(J, jnp.concatenate([psi(qN, qdN), d.ravel()]))
+        return _pack(J, jnp.concatenate([psi(prob, qN, qdN), d.ravel()]))
 
     terms = mean(terms_one)
-    single = mean(lambda Z, m: single_shooting_cost(prob, Z, m))
+    single = mean(lambda Z, prob, m: single_shooting_cost(prob, Z, m))
 
-    v = jax.vmap if batched else (lambda f: f)
-
-    def start(Z):
-        params = Z if shooting == "single" else multiple_shooting_init(prob, Z, S, model0)
-        nc = jax.eval_shape(terms, params).shape[0] - 1
+    def start(prob, Z):
+        params = Z if shooting == "single" else multiple_shooting_init(prob, Z, S, model0(prob))
+        nc = jax.eval_shape(terms, params, prob).shape[0] - 1
         return params, jnp.zeros(nc, Z.dtype)
 
-    def round_(params, lam):
+    def round_(prob, params, lam):
         def f(p):
-            jc = terms(p)
+            jc = terms(p, prob)
             J, c = jc[0], jc[1:]
             return J + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
 
         params, hist = _run(f, opt, params, iterations, lbfgs)
-        c = terms(params)[1:]
+        c = terms(params, prob)[1:]
         return params, (lam + rho * c if defects == "al" else lam), hist
 
-    def finish(params):
+    def finish(prob, params):
         Zf = params if shooting == "single" else params["Z"]
-        tr = simulate(prob, Zf, model0)
+        tr = simulate(prob, Zf, model0(prob))
         if shooting == "single" and not robust:     # one final rollout serves every output
             J = _cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
-            c = psi(tr.q[-1], tr.qd[-1])
+            c = psi(prob, tr.q[-1], tr.qd[-1])
         else:
-            J, c = single(Zf), terms(params)[1:]
+            J, c = single(Zf, prob), terms(params, prob)[1:]
         dmax = jnp.max(jnp.abs(c)) if c.shape[0] else jnp.zeros((), Zf.dtype)
         return tr.tau[:-1], J, dmax, tr
 
-    start_j, round_j, finish_j = jax.jit(v(start)), jax.jit(v(round_)), jax.jit(v(finish))
-
-    def solve(Z):
-        params, lam = start_j(Z)
-        hists = []
-        for r in range(rounds if lam.shape[-1] else 1):
-            params, lam, h = round_j(params, lam)
-            hists.append(h)
-            if progress is not None:
-                progress(r, iterations - 1)
-        U, J, dmax, tr = finish_j(params)
-        return params, U, J, jnp.concatenate(hists, -1), dmax, tr
-
-    return solve
+    if batched:                                 # K starts share the problem
+        start, round_, finish = jax.vmap(start, (None, 0)), jax.vmap(round_, (None, 0, 0)), jax.vmap(finish, (None, 0))
+    return jax.jit(start), jax.jit(round_), jax.jit(finish)
 
 
 def effort(U, dt):

@@ -39,21 +39,27 @@ _WEIGHTS = np.array([[np.append(_AB_V, 0.0), np.append(_AB_Q, 0.0)],     # on (a
 
 
 def abm_init(model, dyn_for, t, q, qd, dt):
-    """Three RK4 steps, step i with dynamics ``dyn_for(i)``.
+    """Three RK4 steps, step i with dynamics ``dyn_for(i, t_i, q_i, qd_i)`` (the dynamics of
+    sample i, which starts at (t_i, q_i, qd_i)).
 
     Returns the states [(q, qd)] at t + dt, t + 2 dt, t + 3 dt, the acceleration history
-    (4, nv) at t .. t + 3 dt (the one at t + i dt under ``dyn_for(i)``) and the state history
-    (qs (4, nq), vs (4, nv)) at t .. t + 3 dt.  The three steps are one ``lax.scan`` and the
-    history one vmapped evaluation (the dynamics is compiled twice, not seven times).
+    (4, nv) at t .. t + 3 dt (the one at t + i dt under sample i's dynamics) and the state
+    history (qs (4, nq), vs (4, nv)) at t .. t + 3 dt.  The three steps are one ``lax.scan`` and
+    the history one vmapped evaluation (the dynamics is compiled twice, not seven times).
     """
     def start_step(x, i):
-        x = rk4(model, dyn_for(i), t + i.astype(qd.dtype) * dt, *x, dt)
+        ti = t + i.astype(qd.dtype) * dt
+        x = rk4(model, dyn_for(i, ti, *x), ti, *x, dt)
         return x, x
+
+    def accel_at(i, q, qd):
+        ti = t + i.astype(qd.dtype) * dt
+        return dyn_for(i, ti, q, qd)(ti, q, qd)
 
     ks = jnp.arange(3)
     _, (qs, vs) = lax.scan(start_step, (q, qd), ks)
     qs, vs = jnp.concatenate([q[None], qs]), jnp.concatenate([qd[None], vs])
-    hist = jax.vmap(lambda i, q, qd: dyn_for(i)(t + i.astype(qd.dtype) * dt, q, qd))(jnp.arange(4), qs, vs)
+    hist = jax.vmap(accel_at)(jnp.arange(4), qs, vs)
     return [(qs[i], vs[i]) for i in range(1, 4)], hist, (qs, vs)
 
 

@@ -4,7 +4,9 @@ A *controller* ``ctrl(t, q, qd) -> tau`` is a continuous-time feedback law: ever
 stepper evaluates it at the stage's own (t, q, qd).  A *torque array* U (steps, nv) is a
 zero-order hold: U[k] acts over the whole sample [t_k, t_k+1), at every internal stage of step
 k whatever its time (RK4's t + dt stage, RKF45's adaptive sub-steps, ABM's derivative
-history), and nowhere else.  :class:`HeldLaw` holds parameters through a feedback law.
+history), and nowhere else.  A :class:`HeldLaw` is a sampled-data controller: its law is
+evaluated once per sample, at the sample's start state, and that torque is held like a row of
+U, so a rollout's ``tau[:-1]`` replays it open-loop exactly.
 """
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ from ..errors import ShapeError
 
 
 class HeldLaw(NamedTuple):
-    """Zero-order hold of parameters through a feedback law: over sample k every stage
-    applies ``tau = law(Z[k], t, q, qd)`` (Z (steps, p)).  With ``law = lambda z, t, q, qd:
-    rnea(model, q, qd, z)`` the rollout is a double integrator qdd = Z[k] (feedback
-    linearization), the acceleration parametrization of :mod:`jaxdyn.apps.trajopt`."""
+    """A sampled-data feedback law with held parameters Z (steps, p): sample k applies
+    ``tau_k = law(Z[k], t_k, q_k, qd_k)``, evaluated once at the sample's start state and held
+    over [t_k, t_k+1) at every stage (a digital controller with a zero-order hold).  The
+    rollout's ``tau[k]`` is that torque, so replaying ``tau[:-1]`` as a torque array on the same
+    stepper and dt gives the same trajectory.  With ``law = lambda z, t, q, qd: rnea(model, q,
+    qd, z)`` the acceleration at each sample's start is Z[k] (feedback linearization, held),
+    the acceleration parametrization of :mod:`jaxdyn.apps.trajopt`."""
     Z: jax.Array
     law: Callable
 
@@ -71,8 +76,9 @@ def cycloidal(q0, qT, T):
 
 
 def controls(model, controller_or_torques, steps, dtype):
-    """-> (tau_at(k, t, q, qd), held): the torque of step k at a stage (t, q, qd); ``held`` is
-    True for a (steps, nv) zero-order-hold array."""
+    """-> (tau_at(k, t, q, qd), held): the torque of step k at (t, q, qd); ``held`` is True for
+    a (steps, nv) zero-order-hold array and a HeldLaw (the rollout evaluates tau_at once per
+    sample, at its start)."""
     c = controller_or_torques
     if isinstance(c, HeldLaw):
         Z = jnp.asarray(c.Z)

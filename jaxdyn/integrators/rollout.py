@@ -65,7 +65,8 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       controller_or_torques: ``ctrl(t, q, qd) -> tau`` (continuous-time law, evaluated at every
         stage); or a (steps, nv) torque array, row k held over [t_k, t_k+1) at every stage of
         step k (true zero-order hold, any stepper); or (nv,) constant; or None (zero torque);
-        or a :class:`HeldLaw` (held parameters through a feedback law).
+        or a :class:`HeldLaw` (a feedback law sampled at each sample's start and its torque
+        held over the sample).
       dt: sample length; a Python / NumPy number or a traced JAX scalar (``jax.grad`` with
         respect to dt works with the fixed-step steppers).
       steps: number of samples, a concrete int (the scan length).
@@ -151,13 +152,18 @@ def _rollout(model, q0, qd0, controller_or_torques, dt, steps, stepper, method, 
     tau_at, held = controls(model, controller_or_torques, steps, dtype)
     st, opts = STEPPERS[stepper], StepOptions(rtol, atol, held)
 
-    def dyn_for(k):
+    def dyn_for(k, tk, qk, qdk):
+        """The dynamics over sample k, which starts at (tk, qk, qdk): a held torque (array row
+        or sampled law) is evaluated once there; a controller at every stage."""
+        if held:
+            tau = tau_at(k, tk, qk, qdk)
+            return lambda t, q, qd: accel(q, qd, tau)
         return lambda t, q, qd: accel(q, qd, tau_at(k, t, q, qd))
 
     def sample(carry, k):
         q, qd, extra = carry
         t = t0 + k.astype(dtype) * dt
-        q1, v1, extra = st.step(model, dyn_for(k), t, q, qd, dt, extra, opts)
+        q1, v1, extra = st.step(model, dyn_for(k, t, q, qd), t, q, qd, dt, extra, opts)
         return (q1, v1, extra), (q1, v1, tau_at(k + 1, t + dt, q1, v1))
 
     extra, head = st.init(model, dyn_for, t0, q0, qd0, dt, dtype)

@@ -8,7 +8,8 @@ diffrax's solvers), looked up in :data:`STEPPERS` by name.
   from (t, q, qd) under the dynamics ``dyn(t, q, qd) -> qdd``.
 * ``stats(state, steps) -> (accepted, rejected)``: internal step counts.
 
-``dyn_for(k)`` is the dynamics of sample k (the held torque row k); ``opts`` is
+``dyn_for(k, t_k, q_k, qd_k)`` is the dynamics of sample k, which starts at (t_k, q_k, qd_k)
+(its held torque is evaluated there); ``opts`` is
 :class:`StepOptions`.
 """
 from __future__ import annotations
