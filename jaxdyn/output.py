@@ -9,11 +9,19 @@ import time
 import numpy as np
 
 
-def _unit(model, j):
-    from .model import joints as J
-    b = [i for i in range(model.nb) if j in np.asarray(model.vidx[i]).tolist()]
-    t = int(model.jtype[b[0]]) if b else J.REVOLUTE
-    return ("m", "m/s", "N") if t == J.PRISMATIC else ("rad", "rad/s", "N m")
+def dof_labels(model):
+    """(name, position unit, velocity unit, force unit) of each of the nv dofs: the joint's name
+    (with the dof's index for multi-dof joints); "m", "m/s", "N" for prismatic joints, else
+    "rad", "rad/s", "N m" (a free joint's v = [linear; angular]: its first three are linear)."""
+    from .model.joints import FREE, NV, PRISMATIC
+    out = []
+    dof_body = model.topology.dof_body
+    for j, b in enumerate(dof_body):
+        jt, first = int(model.jtype[b]), int(np.flatnonzero(dof_body == b)[0])
+        nm = model.joint_names[b] + (f"[{j - first}]" if NV[jt] > 1 else "")
+        linear = jt == PRISMATIC or (jt == FREE and j - first < 3)
+        out.append((nm, "m", "m/s", "N") if linear else (nm, "rad", "rad/s", "N m"))
+    return out
 
 
 def write_trajectory_csv(path, t, Q, V, Tau):
@@ -21,7 +29,7 @@ def write_trajectory_csv(path, t, Q, V, Tau):
     n, nv = Q.shape[1], V.shape[1]
     header = ",".join(["t"] + [f"q{i + 1}" for i in range(n)] + [f"qd{i + 1}" for i in range(nv)] +
                       [f"tau{i + 1}" for i in range(nv)])
-    np.savetxt(path, np.column_stack([t, Q, V, Tau]), delimiter=",", header=header, comments="", fmt="%.10g")
+    np.savetxt(path, np.column_stack([t, Q, V, Tau]), delimiter=",", header=header, comments="", fmt="%.17g")
 
 
 PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'jaxdyn[plot]')"
@@ -41,10 +49,12 @@ def pyplot():
     return plt
 
 
-def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, other_label=None, other_t=None):
+def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, other_label=None, other_t=None,
+                 marks=None, marks_label="target"):
     """One panel per column of series (N, n) against t (N,) (three panels a row), with an
-    optional dashed comparison ``other`` (M, n) against ``other_t`` (default t); PNG at path.
-    Returns False (and writes nothing) without matplotlib."""
+    optional dashed comparison ``other`` (M, n) against ``other_t`` (default t) and optional
+    end-point marks (n,) (NaN: none) drawn at t[-1]; PNG at path.  Returns False (and writes
+    nothing) without matplotlib."""
     plt = pyplot()
     if plt is None:
         return False
@@ -58,10 +68,13 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
         axs[j].plot(t, series[:, j], label=label)
         if other is not None:
             axs[j].plot(t if other_t is None else other_t, other[:, j], "--", label=other_label)
+        if marks is not None and np.isfinite(marks[j]):
+            axs[j].plot([t[-1]], [marks[j]], "rx", ms=9, mew=2, label=marks_label)
+        axs[j].ticklabel_format(axis="y", useOffset=False)
         axs[j].set_xlabel("time (s)")
         axs[j].set_ylabel(ylabel(j))
         axs[j].grid(alpha=0.3)
-    if other is not None:
+    if other is not None or marks is not None:
         axs[0].legend(fontsize=7)
     for ax in axs[ncol:]:
         ax.set_visible(False)
@@ -113,10 +126,11 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
                         other_label="desired (eq. 18)"):
             files.append(fname)
 
-    qlabel = (lambda j: f"joint {j + 1} ({_unit(model, j)[0]})") if n == nv else (lambda j: f"q[{j}]")
+    lab = dof_labels(model)
+    qlabel = (lambda j: f"{lab[j][0]} ({lab[j][1]})") if n == nv else (lambda j: f"q[{j}]")
     panels(f"{cfg['name']}: joint positions ({model.name})", q, qlabel, "joints.png", qdes)
     if forced:  # Fig. 5: the feed-forward torques
-        panels(f"{cfg['name']}: joint torques / forces", tau, lambda j: f"tau {j + 1} ({_unit(model, j)[2]})",
+        panels(f"{cfg['name']}: joint torques / forces", tau, lambda j: f"{lab[j][0]} ({lab[j][3]})",
                "torques.png")
 
     if plt is not None and model.frame_names:  # the DH "ee" frame, else the last body
@@ -152,12 +166,26 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         fig.savefig(os.path.join(out, "drift.png"), dpi=90)
         plt.close(fig)
         files.append("drift.png")
-    E = np.asarray(jax.vmap(lambda a, b: jaxdyn.kinetic_energy(model, a, b) + jaxdyn.potential_energy(model, a))(q, v))
-    e_drift = float(np.max(np.abs(E - E[0])) / max(1e-12, np.max(np.abs(E))))
+    K, V = (np.asarray(x) for x in jax.vmap(lambda a, b: (jaxdyn.kinetic_energy(model, a, b),
+                                                           jaxdyn.potential_energy(model, a)))(q, v))
+    E = K + V
+    scale = max(1e-300, np.max(K), np.max(np.abs(V - V[0])))    # the energy exchanged in the run
+    d = np.asarray(model.damping, float)
+    passive = not np.any(tau) and not np.any(d)
+    if passive:
+        e_line = (f"energy drift  {float(np.max(np.abs(E - E[0])) / scale):.3e} (max |E - E0| / max(kinetic energy, "
+                  "|potential energy - its start|))")
+    else:   # the work of the torques and joint damping, trapezoid rule on the samples
+        P = np.sum((tau - d * v) * v, 1)
+        W = np.concatenate([[0.0], np.cumsum(0.5 * (P[1:] + P[:-1]) * np.diff(t))])
+        bal = float(np.max(np.abs(E - E[0] - W)) / max(scale, np.max(np.abs(W))))
+        e_line = (f"energy balance {bal:.3e} (max |E - E0 - W| / max(kinetic, |potential - start|, |W|) energy, W the "
+                  "work of the torques and joint damping by the trapezoid rule on the samples: O(dt^2) of the "
+                  "sampling, not only the integrator)")
     lines = [f"config        {cfg['name']}", f"robot         {model.name} (nq={model.nq}, nv={model.nv})",
              f"integrator    {cfg['simulation']['integrator']}  dt={cfg['simulation']['dt']}  T={t[-1]:.3f} s",
              f"samples       {len(t)}", f"internal steps accepted {accepted}, rejected {rejected}",
-             f"energy drift  {e_drift:.3e} (max |E - E0| / max |E|{'; torques do work' if forced else ''})",
+             e_line,
              f"wall time     {wall:.2f} s", f"batch         {Q.shape[0]}"]
     if drift is not None:
         lines.append(f"constraints   max drift {float(np.max(drift)):.3e} (max |residual| over the run)")
@@ -179,8 +207,13 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
 
 
 def progress_bar(i, n, t0, width=30):
-    """Draw a one-line progress bar on stderr: step i of n, seconds since t0."""
+    """Progress on stderr, step i of n, seconds since t0: a one-line bar redrawn in place on a
+    terminal; elsewhere (a log file, a pipe) one plain line per call."""
     frac = i / n
+    if not sys.stderr.isatty():
+        sys.stderr.write(f"progress {i}/{n} ({100 * frac:.0f}%), {time.time() - t0:.1f} s\n")
+        sys.stderr.flush()
+        return
     bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
     sys.stderr.write(f"\r[{bar}] {100 * frac:5.1f}%  {time.time() - t0:6.1f}s")
     sys.stderr.flush()

@@ -45,31 +45,48 @@ def test_identify_flat_robots(tmp_path, robot):
     assert np.linalg.norm(B[:, 2] - B[:, 1]) <= 1e-6 * np.linalg.norm(B[:, 1])
 
 
-def test_trajopt_default_runs_and_beats_cycloidal(tmp_path, monkeypatch):
-    """The PUMA minimum-effort problem (terminal state as an augmented-Lagrangian constraint)
-    reaches its target, and its torques, re-simulated here independently of the optimizer,
-    cost less effort than the cycloidal trajectory (Saha eq. 18) between the same endpoints
-    executed by computed torque on the same stepper."""
+def _check_replay(model, out, q0, qT):
+    """From trajectory.csv alone (columns t, q, qd, tau; row k's tau held over sample k): the
+    torques replayed open-loop on RK4 at dt give the CSV's states (the optimizer's model) and on
+    RK4 at dt / 10 end within 1e-2 of (q_final, 0), the numbers the summary reports."""
+    import jax.numpy as jnp
+    X = np.loadtxt(out / "trajectory.csv", delimiter=",", skiprows=1)
+    nq, nv = model.nq, model.nv
+    dt, n = X[1, 0] - X[0, 0], X.shape[0] - 1
+    U = jnp.asarray(X[:-1, 1 + nq + nv:1 + nq + 2 * nv])
+    tr = jaxdyn.rollout(model, jnp.asarray(q0), jnp.zeros(nv), U, dt, n, stepper="rk4")
+    np.testing.assert_allclose(np.asarray(tr.q), X[:, 1:1 + nq], atol=1e-9)
+    fine = jaxdyn.rollout(model, jnp.asarray(q0), jnp.zeros(nv), jnp.repeat(U, 10, axis=0), dt / 10, 10 * n,
+                          stepper="rk4")
+    rep_q = np.abs(np.asarray(fine.q[-1]) - qT).max()
+    rep_v = np.abs(np.asarray(fine.qd[-1])).max()
+    assert max(rep_q, rep_v) <= 1e-2, (rep_q, rep_v)
+    line = [s for s in _summary(out / "summary.txt").splitlines() if s.startswith("terminal error replayed")][0]
+    said = [float(x.split(",")[0]) for x in line.split("= ")[2:]]
+    np.testing.assert_allclose(said, [rep_q, rep_v], rtol=1e-2)
+    return X, dt, n
+
+
+def test_trajopt_default_runs_replays_and_beats_cycloidal(tmp_path, monkeypatch):
+    """The PUMA minimum-effort problem (terminal state as an augmented-Lagrangian constraint):
+    the torques of trajectory.csv, replayed open-loop here from the CSV alone (row k held over
+    sample k), give the CSV's states on the optimizer's model (RK4 at dt) and reach the target
+    within 1e-2 rad on an accurate integrator (RK4 at dt / 10), as the summary says; they cost
+    less effort than the cycloidal trajectory (Saha eq. 18) between the same endpoints executed
+    by computed torque."""
     monkeypatch.chdir(tmp_path)
     assert main(["trajopt"]) == 0
     out = tmp_path / "jaxdyn-out" / "trajopt_puma_p2p"
     for f in ("trajectory.csv", "cost.png", "joints.png", "torques.png", "summary.txt"):
         assert (out / f).is_file(), f
-    X = np.loadtxt(out / "trajectory.csv", delimiter=",", skiprows=1)
     qT = np.array([0.5, -0.5, 0.5, 0.3, 0.3, 0.3])
-    assert np.abs(X[-1, 1:7] - qT).max() < 0.05
-    # re-simulate the CSV's torques independently of the optimizer
     import jax.numpy as jnp
     m = jaxdyn.robots.puma560()
-    dt = X[1, 0] - X[0, 0]
-    tr = jaxdyn.rollout(m, jnp.zeros(6), jnp.zeros(6), jnp.asarray(X[:-1, 13:19]), dt, X.shape[0] - 1,
-                        stepper="euler")
-    np.testing.assert_allclose(np.asarray(tr.q), X[:, 1:7], atol=1e-6)
-    assert np.abs(np.asarray(tr.qd[-1])).max() < 0.05
-    T = dt * (X.shape[0] - 1)
+    X, dt, n = _check_replay(m, out, np.zeros(6), qT)
+    T = dt * n
     cyc = jaxdyn.rollout(m, jnp.zeros(6), jnp.zeros(6),
                          jaxdyn.integrators.computed_torque(m, jaxdyn.integrators.cycloidal(jnp.zeros(6), jnp.asarray(qT), T), 100.0, 20.0),
-                         dt, X.shape[0] - 1, stepper="euler")
+                         dt, n, stepper="rk4")
     assert np.abs(np.asarray(cyc.q[-1]) - qT).max() < 0.05       # the comparison reaches the target too
     e_opt = np.sum(X[:-1, 13:19] ** 2) * dt
     e_cyc = float(np.sum(np.asarray(cyc.tau[:-1]) ** 2) * dt)
@@ -127,3 +144,13 @@ def test_limit_report_names_the_joint():
     lines = limit_report(m, Q)
     assert len(lines) == 1 and "q[1]" in lines[0] and "sample 6" in lines[0]
     assert limit_report(m, np.zeros((10, 2))) == []
+
+
+def test_trajopt_ur5_reach_replays(tmp_path):
+    """A config on a robot from example-robot-data (the UR5 URDF): its plan replays open-loop
+    from the CSV alone to the target within 1e-2 rad on RK4 at dt / 10."""
+    from jaxdyn.io.named import robot_by_name
+    out = tmp_path / "ur5"
+    assert main(["trajopt", "trajopt_ur5_reach", "--out", str(out)]) == 0
+    m = robot_by_name("erd:ur5")
+    _check_replay(m, out, np.array([0.0, -1.5, 1.5, 0.0, 0.0, 0.0]), np.array([0.9, -0.8, 0.6, -0.7, 0.5, 0.4]))

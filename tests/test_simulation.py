@@ -161,6 +161,40 @@ def test_cli_main_job_writes_outputs(tmp_path):
     assert r.returncode == 2 and "not found" in r.stderr
 
 
+def test_cli_energy_line_is_drift_when_passive_and_balance_when_forced(tmp_path):
+    """The summary's energy line: for a passive run (zero torque, no damping) the drift
+    max |E - E0| / max |E|; for a forced run the balance with the work W of the torques, which
+    the test recomputes from trajectory.csv (E from the model's energies, W by the trapezoid
+    rule), both relative to the energy exchanged (planar3 starts at E = 0): conservation of
+    energy holds to the integrator's and the sampling's O(dt^2) errors."""
+    import jax
+    import jax.numpy as jnp
+    from jaxdyn.cli import main
+    m = jaxdyn.robots.planar3()
+    for ctrl, key in (("", "energy drift"), ('[control]\ntype = "feedforward"\nq_final = [1.0, 1.0, 1.0]\n',
+                                              "energy balance")):
+        cfg = tmp_path / "c.toml"
+        cfg.write_text('[robot]\nname = "planar3"\n[simulation]\nT = 0.5\ndt = 0.002\nintegrator = "rk4"\n' + ctrl)
+        out = tmp_path / key.replace(" ", "_")
+        assert main(["simulate", str(cfg), "--out", str(out)]) == 0
+        text = (out / "summary.txt").read_text()
+        line = [x for x in text.splitlines() if x.startswith("energy")]
+        assert len(line) == 1 and line[0].startswith(key), line
+        said = float(line[0][len(key):].split()[0])
+        X = np.loadtxt(out / "trajectory.csv", delimiter=",", skiprows=1)
+        t, q, v, tau = X[:, 0], X[:, 1:4], X[:, 4:7], X[:, 7:10]
+        K = np.asarray(jax.vmap(lambda a, b: jaxdyn.kinetic_energy(m, a, b))(jnp.asarray(q), jnp.asarray(v)))
+        V = np.asarray(jax.vmap(lambda a: jaxdyn.potential_energy(m, a))(jnp.asarray(q)))
+        E = K + V
+        P = np.sum(tau * v, 1)
+        W = np.concatenate([[0.0], np.cumsum(0.5 * (P[1:] + P[:-1]) * np.diff(t))])
+        ref = np.max(np.abs(E - E[0] - W)) / max(K.max(), np.abs(V - V[0]).max(), np.abs(W).max())
+        assert said == pytest.approx(ref, rel=1e-3, abs=1e-15)
+        assert said < (1e-9 if key == "energy drift" else 1e-4), said
+        if key == "energy balance":
+            assert np.max(np.abs(W)) > 0.1 * K.max()      # the torques did work
+
+
 def test_cli_without_matplotlib_writes_data_and_says_plots_skipped(tmp_path, monkeypatch):
     """Plotting is the optional ``plot`` extra: with matplotlib unimportable the main job still
     writes the trajectory and the summary, names no figure, and says why."""

@@ -4,17 +4,23 @@ Config (TOML; built-in ``trajopt_puma_p2p`` is the default)::
 
     [robot]      name = "puma560" | "double_pendulum" | ... | "urdf:PATH"
     [problem]    T, dt, q_final, qd_final (zeros), q0, qd0 (neutral, zeros), tau_limit (none),
-                 stepper ("euler"), parametrization ("acceleration"), terminal ("constraint" |
+                 stepper ("rk4"), parametrization ("acceleration"), terminal ("constraint" |
                  "penalty"), terminal_weight (1e4, penalty only), target_joints (indices of q the
                  terminal condition constrains; all by default; q_final then lists only those),
-                 actuated (0/1 per dof), stabilization ([alpha, beta], closed mechanisms)
+                 actuated (0/1 per dof), stabilization ([alpha, beta], closed mechanisms),
+                 limit_weight (1e6; 0 = off: the model's finite joint position limits, LIMIT_MARGIN
+                 inside, as a penalty w |max(q - q_upper, 0, q_lower - q)|^2 in the running cost)
     [optimizer]  name ("lbfgs" | "adam"), iterations, rounds, rho, learning_rate, shooting
                  ("single" | "multiple"), segments, multistart (1), seed, spread (init noise)
     [robust]     body, extra_masses (list): optimize the mean over payload variants
     [compare]    cycloidal (true): Saha's cycloidal trajectory (eq. 18) between the same
                  endpoints, executed by computed torque on the same stepper, and its effort
 
-The cost is the control effort sum_k |tau_k|^2 dt (minimum effort).
+The cost is the control effort sum_k |tau_k|^2 dt (minimum effort), plus a penalty on leaving the
+model's finite joint position limits (``limit_weight``).  The plan is the torque
+column of ``trajectory.csv`` (row k held over sample k; the last row repeats the one before);
+the summary gives the terminal error of the optimizer's model (``stepper`` at dt) and of an
+open-loop replay of those torques on RK4 at dt / 10 (:func:`jaxdyn.apps.trajopt.replay`).
 """
 from __future__ import annotations
 
@@ -30,20 +36,25 @@ SCHEMA = {
     "robot": {"name": str},
     "problem": {"T": float, "dt": float, "q0": list, "qd0": list, "q_final": list, "qd_final": list,
                 "tau_limit": list, "stepper": str, "parametrization": str, "terminal": str,
-                "terminal_weight": float, "target_joints": list, "actuated": list, "stabilization": list},
+                "terminal_weight": float, "target_joints": list, "actuated": list, "stabilization": list,
+                "limit_weight": float},
     "optimizer": {"name": str, "iterations": int, "rounds": int, "rho": float, "learning_rate": float,
                   "shooting": str, "segments": int, "multistart": int, "seed": int, "spread": float},
     "robust": {"body": str, "extra_masses": list},
     "compare": {"cycloidal": bool},
 }
 DEFAULTS = {
-    "problem": {"stepper": "euler", "parametrization": "acceleration", "terminal": "constraint",
-                "terminal_weight": 1e4},
-    "optimizer": {"name": "lbfgs", "iterations": 30, "rounds": 4, "rho": 1e5, "learning_rate": 1e-2,
+    "problem": {"stepper": "rk4", "parametrization": "acceleration", "terminal": "constraint",
+                "terminal_weight": 1e4, "limit_weight": 1e6},
+    "optimizer": {"name": "lbfgs", "iterations": 50, "rounds": 6, "rho": 1e5, "learning_rate": 1e-2,
                   "shooting": "single", "segments": 4, "multistart": 1, "seed": 0, "spread": 0.1},
     "compare": {"cycloidal": True},
 }
 DEFAULT_CONFIG = "trajopt_puma_p2p"
+LIMIT_MARGIN = 0.01
+"""The joint-limit penalty starts this far (rad or m) inside the model's limits."""
+REPLAY_SUBSTEPS = 10
+"""The open-loop replay of the plan integrates RK4 at dt / REPLAY_SUBSTEPS."""
 MAX_STEPS = 100_000
 """Most time steps of a horizon (the optimizer keeps every step's state for the gradient)."""
 
@@ -80,6 +91,8 @@ def load(path=None) -> dict:
     for sec, k in (("optimizer", "rho"), ("optimizer", "learning_rate"), ("problem", "terminal_weight")):
         if not cfg[sec][k] > 0:
             raise ConfigError(f"{name}: {sec}.{k} must be > 0, got {cfg[sec][k]}")
+    if not (0 <= p["limit_weight"] < float("inf")):
+        raise ConfigError(f"{name}: problem.limit_weight must be >= 0 and finite, got {p['limit_weight']}")
     if o["spread"] < 0 or o["seed"] < 0:
         raise ConfigError(f"{name}: optimizer.spread and optimizer.seed must be >= 0, got {o['spread']}, {o['seed']}")
     if "robust" in cfg and ("body" not in cfg["robust"] or not cfg["robust"].get("extra_masses")):
@@ -93,6 +106,39 @@ def _vec(cfg, sec, key, n, default):
     if v.shape != (n,):
         raise ConfigError(f"{cfg['name']}: {sec}.{key} must have {n} entries, got {v.size}")
     return v
+
+
+def effort(t, q, qd, u):
+    """The running cost |u|^2 (minimum effort)."""
+    import jax.numpy as jnp
+    return jnp.sum(u ** 2)
+
+
+def effort_in_limits(lo, hi, w, t, q, qd, u):
+    """|u|^2 + w |max(q - hi, 0) + max(lo - q, 0)|^2: minimum effort, joint limits as a penalty."""
+    import jax.numpy as jnp
+    out = jnp.maximum(q - hi, 0.0) + jnp.maximum(lo - q, 0.0)
+    return jnp.sum(u ** 2) + w * jnp.sum(out ** 2)
+
+
+def reach_all(model, qT, qdT, q, qd):
+    """Terminal residual (q (-) q_final on the tangent space, qd - qd_final) (2 nv,)."""
+    import jax.numpy as jnp
+
+    from ..model.configuration import difference
+    return jnp.concatenate([difference(model, qT, q), qd - qdT])
+
+
+def reach_joints(tj, qT, qdT, q, qd):
+    """Terminal residual of the target joints tj: (q[tj] - q_final, qd[tj] - qd_final)."""
+    import jax.numpy as jnp
+    return jnp.concatenate([q[tj] - qT, qd[tj] - qdT])
+
+
+def penalty(w, psi, q, qd):
+    """Terminal cost w |psi(q, qd)|^2."""
+    import jax.numpy as jnp
+    return w * jnp.sum(psi(q, qd) ** 2)
 
 
 def limit_report(model, Q):
@@ -149,25 +195,26 @@ def run(args) -> int:
                           f"for no limit), got {lim.tolist()}")
     steps = int(round(p["T"] / p["dt"]))
     dt = p["dt"]
-    qT_j, qdT_j = jnp.asarray(qT), jnp.asarray(qdT)
-
-    def effort(t, q, qd, u):
-        return jnp.sum(u ** 2)
-
-    tj_j = jnp.asarray(tj)
-
-    def psi(q, qd):
-        if full:
-            return jnp.concatenate([jaxdyn.difference(model, qT_j, q), qd - qdT_j])
-        return jnp.concatenate([q[tj_j] - qT_j, qd[tj_j] - qdT_j])
-
+    Partial = jax.tree_util.Partial
+    if full:
+        psi = Partial(reach_all, model, jnp.asarray(qT), jnp.asarray(qdT))
+    else:
+        psi = Partial(reach_joints, jnp.asarray(tj), jnp.asarray(qT), jnp.asarray(qdT))
     if p["terminal"] == "constraint":
         term, cons = None, psi
     else:
-        w = p["terminal_weight"]
-        term, cons = (lambda q, qd: w * jnp.sum(psi(q, qd) ** 2)), None
+        term, cons = Partial(penalty, jnp.asarray(p["terminal_weight"]), psi), None
     robust = "robust" in cfg
-    prob = to.problem(closed if closed is not None else model, q0, qd0, dt, steps, effort, term, tau_limit=lim,
+    lo, hi = np.asarray(model.q_lower, float), np.asarray(model.q_upper, float)
+    limited = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
+    if limited and p["limit_weight"] > 0:
+        mg = np.minimum(LIMIT_MARGIN, (hi - lo) / 4)
+        run_cost = Partial(effort_in_limits, jnp.asarray(np.clip(lo + mg, -1e6, 1e6)),
+                           jnp.asarray(np.clip(hi - mg, -1e6, 1e6)),
+                           jnp.asarray(p["limit_weight"]))
+    else:
+        run_cost = Partial(effort)
+    prob = to.problem(closed if closed is not None else model, q0, qd0, dt, steps, run_cost, term, tau_limit=lim,
                       stepper=p["stepper"], parametrization=p["parametrization"], terminal_constraint=cons,
                       actuation=act, stabilization=stab)
     if robust:
@@ -199,7 +246,6 @@ def run(args) -> int:
 
     res = to.optimize(prob, Z0, progress=progress, **kw)
     jax.block_until_ready(res.U)
-    wall = time.time() - t_wall
     best = int(np.argmin(np.asarray(res.cost) + 1e12 * (np.asarray(res.defect) > 1e-2))) if K > 1 else None
     pick = (lambda x: x[best]) if K > 1 else (lambda x: x)
     tr = jax.tree_util.tree_map(pick, res.trajectory)
@@ -209,24 +255,38 @@ def run(args) -> int:
         raise SimulationError(f"{name}: the optimized rollout is non-finite")
     Q, V = np.asarray(tr.q), np.asarray(tr.qd)
     J = float(to.effort(U, dt))
-    if full:
-        err_q = float(np.max(np.abs(np.asarray(jaxdyn.difference(model, qT_j, jnp.asarray(Q[-1]))))))
-        err_v = float(np.max(np.abs(V[-1] - qdT)))
-    else:
-        err_q, err_v = float(np.max(np.abs(Q[-1, tj] - qT))), float(np.max(np.abs(V[-1, tj] - qdT)))
+
+    def miss(q, qd):
+        """(max |q - q_final|, max |qd - qd_final|) of a final state."""
+        r = np.abs(np.asarray(psi(jnp.asarray(q), jnp.asarray(qd))))
+        return float(r[:r.size - len(qdT)].max()), float(r[r.size - len(qdT):].max())
+
+    err_q, err_v = miss(Q[-1], V[-1])
+    rep = to.replay(prob, jnp.asarray(U), REPLAY_SUBSTEPS, model=closed if closed is not None else model)
+    rep_q, rep_v = miss(np.asarray(rep.q[-1]), np.asarray(rep.qd[-1]))
+    wall = time.time() - t_wall
     lines = [f"config: {name}", f"robot: {model.name} (nq={nq}, nv={nv})",
              f"horizon: T = {steps * dt:g} s, {steps} steps, dt = {dt:g} s, stepper {p['stepper']}",
              f"optimizer: {o['name']}, {o['shooting']} shooting, {len(hist)} iterations, multistart {K}"
              + (f" (best start {best})" if K > 1 else ""),
-             f"wall time (compile + optimize): {wall:.1f} s",
+             f"wall time (compile + optimize + replay): {wall:.1f} s",
              f"effort sum |tau|^2 dt: {J:.6g}",
-             f"terminal error: max |q - q_final| = {err_q:.3g}, max |qd - qd_final| = {err_v:.3g}",
+             f"terminal error (optimizer model: {p['stepper']} at dt = {dt:g} s): max |q - q_final| = {err_q:.3g}, "
+             f"max |qd - qd_final| = {err_v:.3g}",
+             f"terminal error replayed open-loop (torques of trajectory.csv held per sample, rk4 at dt = "
+             f"{dt / REPLAY_SUBSTEPS:g} s): max |q - q_final| = {rep_q:.3g}, max |qd - qd_final| = {rep_v:.3g}",
              f"max |tau|: {np.abs(U).max(0).round(4).tolist()}"]
+    warn = []
     if max(err_q, err_v) > 1e-3:
-        miss = (f"the optimized trajectory misses the target by {max(err_q, err_v):.3g} (> 1e-3): not converged; "
-                "try more optimizer.rounds or iterations, a longer horizon or a looser tau_limit")
-        lines.append(f"warning: {miss}")
-        print(f"warning: {miss}", file=sys.stderr)
+        warn.append(f"the optimized trajectory misses the target by {max(err_q, err_v):.3g} (> 1e-3): not converged; "
+                    "try more optimizer.rounds or iterations, a longer horizon or a looser tau_limit")
+    if max(rep_q, rep_v) > 1e-2:
+        warn.append(f"the plan replayed open-loop on rk4 at dt / {REPLAY_SUBSTEPS} misses the target by "
+                    f"{max(rep_q, rep_v):.3g} (> 1e-2): the optimizer's model (problem.stepper = {p['stepper']!r}, "
+                    f"dt = {dt:g}) is too coarse; use stepper 'rk4' or a smaller dt")
+    for w in warn:
+        lines.append(f"warning: {w}")
+        print(f"warning: {w}", file=sys.stderr)
     cyc = None
     if closed is not None:
         drift = np.asarray(jax.vmap(lambda q: jaxdyn.constraint_residual(closed, q))(jnp.asarray(Q)))
@@ -239,15 +299,23 @@ def run(args) -> int:
         Jc = float(to.effort(cyc, dt))
         lines.append(f"cycloidal (Saha eq. 18, computed torque): effort {Jc:.6g}; optimized / cycloidal = {J / Jc:.3f}")
     lim_lines = limit_report(model, Q)
-    lines += [f"joint limits: {x}" for x in lim_lines] or ["joint limits: respected"]
+    if not limited:
+        lines.append("joint limits: none (the model's position limits are infinite)")
+    else:
+        how = (f"penalized in the cost, limit_weight {p['limit_weight']:g}" if p["limit_weight"] > 0
+               else "not in the cost (limit_weight 0)")
+        lines += [f"joint limits ({how}): {x}" for x in lim_lines] or [f"joint limits ({how}): respected"]
     for x in lim_lines:
         print(f"warning: {x}", file=sys.stderr)
-    _write(out, name, dt, Q, V, U, hist, cyc, lines)
+    from ..output import dof_labels
+    target = np.full(nq, np.nan)
+    target[np.arange(nq) if full else tj] = qT
+    _write(out, f"{name} ({model.name})", dt, Q, V, U, hist, cyc, lines, dof_labels(model), target)
     print("\n".join(lines))
     return 0
 
 
-def _write(out, name, dt, Q, V, U, hist, cyc, lines):
+def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target):
     import numpy as np
 
     from ..output import PLOTS_SKIPPED, plot_columns, plot_curve, write_trajectory_csv
@@ -257,9 +325,13 @@ def _write(out, name, dt, Q, V, U, hist, cyc, lines):
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, Q, V, Uf)
     plotted = plot_curve(os.path.join(out, "cost.png"), f"{name}: cost curve", hist, "iteration",
                          "objective (augmented Lagrangian)")
-    plot_columns(os.path.join(out, "joints.png"), f"{name}: q", t, Q, lambda j: f"q{j + 1}", label="optimized")
-    plot_columns(os.path.join(out, "torques.png"), f"{name}: tau", t, Uf, lambda j: f"tau{j + 1}", label="optimized",
-                 other=cyc, other_label="cycloidal", other_t=t[:-1])
+    same = Q.shape[1] == Uf.shape[1]          # vector-space joints: one q per dof
+    qlab = (lambda j: f"{labels[j][0]} ({labels[j][1]})") if same else (lambda j: f"q[{j}]")
+    plot_columns(os.path.join(out, "joints.png"), f"{name}: joint positions", t, Q, qlab, label="optimized",
+                 marks=target)
+    plot_columns(os.path.join(out, "torques.png"), f"{name}: joint torques (held per sample)", t, Uf,
+                 lambda j: f"{labels[j][0]} ({labels[j][3]})", label="optimized", other=cyc,
+                 other_label="cycloidal", other_t=t[:-1])
     with open(os.path.join(out, "summary.txt"), "w") as fh:
         fh.write("\n".join(lines + (["files: trajectory.csv, cost.png, joints.png, torques.png, summary.txt"]
                                      if plotted else [PLOTS_SKIPPED, "files: trajectory.csv, summary.txt"])) + "\n")
