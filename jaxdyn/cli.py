@@ -80,6 +80,7 @@ class _Setup(NamedTuple):
     ctrl: object
     traj_fn: object         # the reference trajectory of tracking configs, or None
     steps: int
+    started: float | None   # time.perf_counter() at the command's start
 
 
 CLOSED_METHODS = ("schur", "kkt", "rccfd", "lilly_orin")
@@ -101,7 +102,6 @@ def _setup(args) -> _Setup:
     from .errors import ConfigError
 
     cfg = load_config(args.config)
-    out_name = cfg["name"]
     if args.robot:
         sim, robot = cfg["simulation"], cfg["robot"]["name"]
         why = ([f"robot {robot!r} is a closed mechanism"] if _is_mechanism(robot) else []) + \
@@ -112,7 +112,9 @@ def _setup(args) -> _Setup:
                               f"({'; '.join(why)}); --robot simulates a tree from neutral with zero torque: give "
                               "a tree config (e.g. puma_freefall) or none")
         cfg["robot"]["name"] = args.robot
-        cfg["name"] = cfg["name"] + "_" + os.path.splitext(os.path.basename(args.robot))[0]
+        stem = os.path.splitext(os.path.basename(args.robot.split(":", 1)[-1]))[0]
+        cfg["name"] = cfg["name"] + "_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
+    out_name = cfg["name"]
     built = _robot(cfg["robot"]["name"])
     closed, q_closed = built if isinstance(built, tuple) else (None, None)
     model = closed.model if closed is not None else built
@@ -151,7 +153,8 @@ def _setup(args) -> _Setup:
     if closed is not None and sim["method"] in ("rccfd", "lilly_orin"):
         from .io.mechanisms import STRUCTURED
         system = STRUCTURED[cfg["robot"]["name"]]()[0]      # same state layout, chain structure
-    return _Setup(cfg, output_dir(args.out, out_name), model, system, closed, q0, qd0, ctrl, traj_fn, sim_steps(cfg))
+    return _Setup(cfg, output_dir(args.out, out_name), model, system, closed, q0, qd0, ctrl, traj_fn, sim_steps(cfg),
+                  getattr(args, "started", None))
 
 
 def _run(st: _Setup, batch: int):
@@ -218,7 +221,8 @@ def _outputs(st: _Setup, t, Qs, Vs, Ts, acc, rej, wall):
     if st.closed is not None:
         res = jax.jit(jax.vmap(lambda q: jaxdyn.constraint_residual(st.closed, q)))(jnp.asarray(Qs[0]))
         drift = np.abs(np.asarray(res)).max(1)
-    return write_outputs(st.out, st.model, st.cfg, t, Qs, Vs, Ts, st.traj_fn, acc, rej, wall, drift=drift)
+    return write_outputs(st.out, st.model, st.cfg, t, Qs, Vs, Ts, st.traj_fn, acc, rej, wall, drift=drift,
+                         started=st.started)
 
 
 def simulate(args):
@@ -236,18 +240,23 @@ def main(argv=None):
     """Entry point of the ``jaxdyn`` command: parse ``argv`` and dispatch; returns the exit status."""
     p = argparse.ArgumentParser(prog="jaxdyn", description="Rigid-body dynamics in JAX")
     sub = p.add_subparsers(dest="cmd", required=True)
+    from .config import builtin_configs
     s = sub.add_parser("simulate", help="simulate a config (default: PUMA free fall of Saha 2003)")
     s.add_argument("config", nargs="?", default=None,
-                   help="TOML file or built-in name (puma_freefall, puma_forced, stanford_*, planar3_*)")
+                   help=f"TOML file or built-in name: {', '.join(builtin_configs('simulate'))}")
     s.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
     s.add_argument("--batch", type=_positive_int, default=1, help="simulate N perturbed copies at once (vmap)")
-    s.add_argument("--robot", default=None, help="urdf:PATH to simulate any URDF (zero torque, neutral start)")
+    s.add_argument("--robot", default=None, help="urdf:PATH or erd:NAME to simulate any URDF (zero torque, neutral "
+                   "start; output folder named after config and robot)")
     for cmd, hlp in (("trajopt", "optimize a trajectory (default: PUMA point-to-point minimum effort)"),
                      ("identify", "identify link inertias (default: PUMA, simulated noisy data)")):
         a = sub.add_parser(cmd, help=hlp)
-        a.add_argument("config", nargs="?", default=None, help="TOML file or built-in name")
+        a.add_argument("config", nargs="?", default=None,
+                       help=f"TOML file or built-in name: {', '.join(builtin_configs(cmd))}")
         a.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
+    started = time.perf_counter()
     args = p.parse_args(argv)
+    args.started = started          # the command's start, for the summaries' wall times
     gc.set_threshold(*GC_THRESHOLDS)
     use_compilation_cache()
     from .errors import JaxdynError, SimulationError

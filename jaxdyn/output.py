@@ -103,9 +103,10 @@ def plot_curve(path, title, y, xlabel, ylabel):
     return True
 
 
-def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wall, drift=None):
+def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wall, drift=None, started=None):
     """Q, V, Tau: (batch, steps + 1, n).  Writes files for copy 0; returns the summary text.
-    ``drift`` (steps + 1,): max |constraint residual| per sample of a closed model (plotted)."""
+    ``drift`` (steps + 1,): max |constraint residual| per sample of a closed model (plotted);
+    ``wall`` the rollout's seconds, ``started`` the command's ``time.perf_counter()`` start."""
     import jax
 
     import jaxdyn
@@ -186,7 +187,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
              f"integrator    {cfg['simulation']['integrator']}  dt={cfg['simulation']['dt']}  T={t[-1]:.3f} s",
              f"samples       {len(t)}", f"internal steps accepted {accepted}, rejected {rejected}",
              e_line,
-             f"wall time     {wall:.2f} s", f"batch         {Q.shape[0]}"]
+             wall_time_line(wall, started, "rollout (its first chunk compiles)"), f"batch         {Q.shape[0]}"]
     if drift is not None:
         lines.append(f"constraints   max drift {float(np.max(drift)):.3e} (max |residual| over the run)")
     if forced:
@@ -204,6 +205,14 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     with open(os.path.join(out, "summary.txt"), "w") as fh:
         fh.write(text + "\n")
     return text
+
+
+def wall_time_line(part, started, what):
+    """"wall time     <command> s (<what> <part> s)": the command's seconds since ``started``
+    (its ``time.perf_counter()`` start: imports, model, compiling, plots; None: unknown) and
+    those of its main part."""
+    total = "" if started is None else f"command {time.perf_counter() - started:.2f} s so far; "
+    return f"wall time     {total}{what} {part:.2f} s"
 
 
 def progress_bar(i, n, t0, width=30):

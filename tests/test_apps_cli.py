@@ -154,3 +154,46 @@ def test_trajopt_ur5_reach_replays(tmp_path):
     assert main(["trajopt", "trajopt_ur5_reach", "--out", str(out)]) == 0
     m = robot_by_name("erd:ur5")
     _check_replay(m, out, np.array([0.0, -1.5, 1.5, 0.0, 0.0, 0.0]), np.array([0.9, -0.8, 0.6, -0.7, 0.5, 0.4]))
+
+
+def test_cli_help_lists_configs_and_robot_override_names_the_folder(tmp_path, monkeypatch, capsys):
+    """``--help`` of each tool lists its built-in configs; ``simulate --robot`` writes into a
+    folder named after the config and the robot (not the config's own folder)."""
+    from jaxdyn.config import builtin_configs
+    for cmd in ("simulate", "trajopt", "identify"):
+        with pytest.raises(SystemExit):
+            main([cmd, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        names = builtin_configs(cmd)
+        assert names and all(n in text for n in names), (cmd, names)
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "short.toml"
+    cfg.write_text('[robot]\nname = "puma560"\n[simulation]\nT = 0.05\ndt = 0.01\nintegrator = "rk4"\n')
+    assert main(["simulate", str(cfg)]) == 0
+    assert main(["simulate", str(cfg), "--robot", "erd:ur5"]) == 0
+    assert sorted(p.name for p in (tmp_path / "jaxdyn-out").iterdir()) == ["short", "short_ur5"]
+    assert "robot         ur5" in (tmp_path / "jaxdyn-out" / "short_ur5" / "summary.txt").read_text()
+    line = [x for x in (tmp_path / "jaxdyn-out" / "short" / "summary.txt").read_text().splitlines()
+            if x.startswith("wall time")][0]
+    command, rollout = float(line.split("command ")[1].split()[0]), float(line.rsplit(") ", 1)[1].split()[0])
+    assert command > rollout > 0, line          # the command's time covers imports, compiling, plots
+
+
+def test_identify_names_joints_drowned_in_noise(tmp_path, capsys):
+    """Torque noise (1 N m) above the PUMA's wrist torques (a few tenths of N m) but far below
+    the shoulder's gravity torques: the summary gives the per-joint signal-to-noise ratio and
+    warns on the wrists (joints 4-6), not on the shoulder (joint 2); without noise it says so."""
+    text = ('[robot]\nname = "puma560"\n[excitation]\nT = 4.0\ndt = 0.02\noptimize_steps = 0\n'
+            '[noise]\ntorque_std = {}\n[estimation]\nsteps = 10\n[validation]\nT = 1.0\n')
+    cfg = tmp_path / "n.toml"
+    cfg.write_text(text.format(1.0))
+    assert main(["identify", str(cfg), "--out", str(tmp_path / "a")]) == 0
+    line = [x for x in _summary(tmp_path / "a" / "summary.txt").splitlines() if x.startswith("signal-to-noise")][0]
+    snr = np.array(eval(line.split(": ", 1)[1].split("]")[0] + "]"))
+    assert snr[1] > 10 and np.all(snr[3:] < 3), snr
+    warned = line.split("warning: below 3.0 on ")[1]
+    assert all(f"joint{j}" in warned for j in (4, 5, 6)) and "joint2" not in warned, line
+    assert "signal-to-noise below 3.0" in capsys.readouterr().err
+    cfg.write_text(text.format(0.0))
+    assert main(["identify", str(cfg), "--out", str(tmp_path / "b")]) == 0
+    assert "signal-to-noise per joint (no torque noise): [inf, inf" in _summary(tmp_path / "b" / "summary.txt")

@@ -215,6 +215,13 @@ def run(args) -> int:
     w = 1.0 / np.maximum(np.std(tau_fit - np.einsum("nip,p->ni", Y, pi_start), 0), 1e-9)
     prior = base.reduce(pi_start) if es["prior_weight"] > 0 else None
     pib_ls = si.identify_least_squares(Y, tau_fit, base, weights=w, prior=prior, prior_weight=es["prior_weight"])
+    snr, snr_how = signal_to_noise(tau_fit, base.columns(Y) @ pib_ls if "file" in cfg.get("data", {}) else None,
+                                   nz["torque_std"])
+    low = [f"{true.joint_names[int(true.topology.dof_body[j])]} ({snr[j]:.2g})" for j in np.flatnonzero(snr < SNR_LOW)]
+    if low:
+        print(f"warning: signal-to-noise below {SNR_LOW} on {', '.join(low)}: these joints' torques are mostly "
+              "noise, their parameters are poorly determined (least squares can end worse than the start); "
+              "excite them more or lower the noise", file=sys.stderr)
     print(f"consistent refinement ({es['steps']} L-BFGS steps on log-Cholesky parameters) ...", file=sys.stderr)
     theta0 = np.asarray(jaxdyn.log_cholesky_parameters(start))
     fixed = ~np.isfinite(theta0).all(1)        # massless / flat bodies: kept at the start's values
@@ -246,12 +253,15 @@ def run(args) -> int:
     else:
         consistency = f"physical consistency: no body was fitted with a consistency constraint ({kept})"
     wall = time.time() - t_wall
+    from ..output import wall_time_line
     lines = [f"config: {name}", f"robot: {true.name} (nb={true.nb}, {10 * true.nb} inertial parameters)",
              f"data: {source}",
              f"excitation: {e['harmonics']} harmonics, period {e['period']} s; condition number of the base regressor "
              f"{cond0:.4g}" + (f" -> {float(cond_hist[-1]):.4g} after optimization" if cond_hist is not None else "")
              + f"; on the measured data {cond:.4g}",
              f"base parameters: rank {base.rank} of {10 * true.nb}",
+             f"signal-to-noise per joint ({snr_how}): {np.round(snr, 3 if np.all(snr < 1e3) else 1).tolist()}"
+             + (f"; warning: below {SNR_LOW} on {', '.join(low)}" if low else ""),
              f"base-parameter relative error: start {rel(pib_start):.3e}, least squares {rel(pib_ls):.3e}, "
              f"consistent {rel(pib_c):.3e}",
              f"held-out torque RMS error per joint (vs noise-free torques; noise std {nz['torque_std']}):",
@@ -260,11 +270,30 @@ def run(args) -> int:
              f"  consistent  {np.round(rms(res_c), 4).tolist()}",
              consistency,
              f"joint limits: {'; '.join(lim_lines) if lim_lines else 'respected'}",
-             f"wall time: {wall:.1f} s"]
+             wall_time_line(wall, getattr(args, "started", None), "identification")]
     _write(out, name, true, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
            np.asarray(fit.history), lines)
     print("\n".join(lines))
     return 0
+
+
+SNR_LOW = 3.0
+"""Joints whose torque signal-to-noise ratio is below this are named in a warning."""
+
+
+def signal_to_noise(tau, fitted, noise_std):
+    """Per-joint signal-to-noise of measured torques tau (N, nv): sqrt(var(tau) - s^2) / s with
+    s the noise, ``noise_std`` (simulated data, ``fitted`` None) or the RMS residual of the
+    least-squares fit ``fitted`` (N, nv) (recorded data).  Returns ((nv,), how it was measured)."""
+    import numpy as np
+    var = np.var(tau, 0)
+    if fitted is None:
+        if noise_std <= 0:
+            return np.full(var.shape, np.inf), "no torque noise"
+        s, how = np.full(var.shape, float(noise_std)), "torque signal std / noise std"
+    else:
+        s, how = np.sqrt(np.mean((tau - fitted) ** 2, 0)), "torque signal std / RMS least-squares residual"
+    return np.sqrt(np.maximum(var - s ** 2, 0.0)) / np.maximum(s, 1e-300), how
 
 
 def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines):

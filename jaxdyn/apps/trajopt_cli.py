@@ -239,9 +239,12 @@ def run(args) -> int:
     t_wall = time.time()
     print("compiling ...", file=sys.stderr)
     total = (o["rounds"] if cons is not None or o["shooting"] == "multiple" else 1) * o["iterations"]
-    from ..output import progress_bar
+    from ..output import progress_bar, wall_time_line
+
+    rounds_done = []
 
     def progress(r, i):
+        rounds_done.append(time.time())
         progress_bar(min(int(r) * o["iterations"] + int(i) + 1, total), total, t_wall)
 
     res = to.optimize(prob, Z0, progress=progress, **kw)
@@ -269,7 +272,10 @@ def run(args) -> int:
              f"horizon: T = {steps * dt:g} s, {steps} steps, dt = {dt:g} s, stepper {p['stepper']}",
              f"optimizer: {o['name']}, {o['shooting']} shooting, {len(hist)} iterations, multistart {K}"
              + (f" (best start {best})" if K > 1 else ""),
-             f"wall time (compile + optimize + replay): {wall:.1f} s",
+             wall_time_line(wall, getattr(args, "started", None), "optimize + replay")
+             + (f"; first round (compiles) {rounds_done[0] - t_wall:.1f} s, later rounds "
+                f"{(rounds_done[-1] - rounds_done[0]) / (len(rounds_done) - 1):.2f} s each"
+                if len(rounds_done) > 1 else ""),
              f"effort sum |tau|^2 dt: {J:.6g}",
              f"terminal error (optimizer model: {p['stepper']} at dt = {dt:g} s): max |q - q_final| = {err_q:.3g}, "
              f"max |qd - qd_final| = {err_v:.3g}",
