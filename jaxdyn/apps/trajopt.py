@@ -377,6 +377,7 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
         params, lam, h = round_(prob, params, lam)
         hists.append(h)
         if progress is not None:
+            jax.block_until_ready(lam)          # the round is done (not only dispatched)
             progress(r, iterations - 1)
     U, J, dmax, tr = finish(prob, params)
     return Result(params, U, J, jnp.concatenate(hists, -1), dmax, tr)
