@@ -167,10 +167,10 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         fig.savefig(os.path.join(out, "drift.png"), dpi=90)
         plt.close(fig)
         files.append("drift.png")
-    K, V = (np.asarray(x) for x in jax.vmap(lambda a, b: (jaxdyn.kinetic_energy(model, a, b),
-                                                           jaxdyn.potential_energy(model, a)))(q, v))
-    E = K + V
-    scale = max(1e-300, np.max(K), np.max(np.abs(V - V[0])))    # the energy exchanged in the run
+    kin, pot = (np.asarray(x) for x in jax.vmap(lambda a, b: (jaxdyn.kinetic_energy(model, a, b),
+                                                               jaxdyn.potential_energy(model, a)))(q, v))
+    E = kin + pot
+    scale = max(1e-300, np.max(kin), np.max(np.abs(pot - pot[0])))    # the energy exchanged in the run
     d = np.asarray(model.damping, float)
     passive = not np.any(tau) and not np.any(d)
     if passive:

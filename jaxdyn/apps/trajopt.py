@@ -19,8 +19,9 @@ outer round) or a quadratic penalty (``defects="penalty"``, lam = 0).
 
 Each round of the optimizer is one ``lax.scan`` inside ``jit``; the problem is a pytree whose
 data (targets, initial state, weights, limits) are traced, so a new target reuses the
-compiled programs.  It ``vmap``s: :func:`optimize` takes a batch of initial guesses (multi-start) and a stacked model
-(robust optimization: the mean cost over model variants, e.g. payload masses, with one U).
+compiled programs.  It ``vmap``s: :func:`optimize` takes a batch of initial guesses
+(multi-start) and a stacked model (robust optimization: the mean cost over model variants,
+e.g. payload masses, with one U).
 """
 from __future__ import annotations
 
