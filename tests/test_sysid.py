@@ -65,6 +65,11 @@ def test_base_parameters_and_noiseless_identification():
     close(np.einsum("nij,j->ni", base.columns(Y2), pi_b), tau2, 1e-10, "Y_base pi_base == rnea")
     est = jaxdyn.sysid.identify_least_squares(Y, tau, base)
     assert np.abs(est - pi_b).max() <= 1e-6 * np.abs(pi_b).max()
+    # project: the full-length representative gives rnea's torques at new states, and is idempotent
+    pi_p = base.project(jaxdyn.sysid.inertial_parameters(m))
+    close(np.einsum("nij,j->ni", Y2, pi_p), tau2, 1e-10, "Y project(pi) == rnea")
+    close(base.project(pi_p), pi_p, 1e-14, "project is idempotent")
+    assert np.count_nonzero(pi_p) <= base.rank
 
 
 def test_identification_error_shrinks_with_data():

@@ -78,6 +78,15 @@ class BaseParameters(NamedTuple):
         """Regressor (..., p) -> base regressor (..., rank)."""
         return np.asarray(Y)[..., self.independent]
 
+    def project(self, pi):
+        """pi (p,) -> the full-length parameters (p,) that hold the base parameters at the
+        independent indices and 0 at the dependent ones: ``W @ project(pi) == W @ pi`` for
+        every regressor row of the model, and ``project(project(pi)) == project(pi)``
+        (the canonical representative of pi's class of dynamically equivalent parameters)."""
+        out = np.zeros(np.shape(pi), float)
+        out[self.independent] = self.reduce(pi)
+        return out
+
 
 def base_parameters(W, rtol=1e-10):
     """Base parameters from a stacked regressor W (rows, p) by QR with column pivoting.
