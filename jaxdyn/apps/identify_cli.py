@@ -269,7 +269,9 @@ def run(args) -> int:
              f"  least sq.   {np.round(rms(res_ls), 4).tolist()}",
              f"  consistent  {np.round(rms(res_c), 4).tolist()}",
              consistency,
-             f"joint limits: {'; '.join(lim_lines) if lim_lines else 'respected'}",
+             "joint limits: " + ("none (the model's position limits are infinite)"
+                                 if not (np.isfinite(true.q_lower).any() or np.isfinite(true.q_upper).any())
+                                 else '; '.join(lim_lines) if lim_lines else "respected by the excitation"),
              wall_time_line(wall, getattr(args, "started", None), "identification")]
     _write(out, name, true, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
            np.asarray(fit.history), lines)
@@ -299,7 +301,7 @@ def signal_to_noise(tau, fitted, noise_std):
 def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines):
     import numpy as np
 
-    from ..output import PLOTS_SKIPPED, plot_columns, plot_curve, pyplot
+    from ..output import PLOTS_SKIPPED, dof_labels, plot_columns, plot_curve, pyplot
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "parameters.csv"), "w") as fh:
         fh.write("body,parameter,true,start,identified\n")
@@ -323,13 +325,16 @@ def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, t
     ax.bar(x - 0.25, pib_true, 0.25, label="true")
     ax.bar(x, pib_ls, 0.25, label="least squares")
     ax.bar(x + 0.25, pib_c, 0.25, label="consistent")
-    ax.set_xlabel("base parameter")
-    ax.set_title(f"{name}: identified vs true base parameters")
+    ax.set_xlabel("base parameter (index in base_parameters.csv)")
+    ax.set_ylabel("value (kg, kg m or kg m^2)")
+    ax.set_title(f"{name} ({model.name}): identified vs true base parameters")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "params.png"), dpi=80)
     plt.close(fig)
-    plot_columns(os.path.join(out, "residuals.png"), f"{name}: held-out torque prediction error", tv, res_ls,
-                 lambda j: f"tau{j + 1} error", label="least squares", other=res_c, other_label="consistent")
+    lab = dof_labels(model)
+    plot_columns(os.path.join(out, "residuals.png"), f"{name} ({model.name}): held-out torque prediction error", tv,
+                 res_ls, lambda j: f"{lab[j][0]} error ({lab[j][3]})", label="least squares", other=res_c,
+                 other_label="consistent")
     plot_curve(os.path.join(out, "loss.png"), f"{name}: consistent refinement", hist, "L-BFGS iteration",
                "weighted torque loss")
