@@ -21,6 +21,7 @@ def test_identify_default_runs_and_writes(tmp_path, monkeypatch, capsys):
         assert (out / f).is_file(), f
     s = _summary(out / "summary.txt")
     assert "all valid" in s
+    assert "joint limits: none (the model's position limits are infinite)" in s     # the PUMA's are
     # the identified parameters are closer to the truth than the +-50 % start (independent
     # check from the CSV: base parameters true vs identified)
     B = np.loadtxt(out / "base_parameters.csv", delimiter=",", skiprows=1)
@@ -91,6 +92,7 @@ def test_trajopt_default_runs_replays_and_beats_cycloidal(tmp_path, monkeypatch)
     e_opt = np.sum(X[:-1, 13:19] ** 2) * dt
     e_cyc = float(np.sum(np.asarray(cyc.tau[:-1]) ** 2) * dt)
     assert e_opt < 0.8 * e_cyc, (e_opt, e_cyc)
+    assert "joint limits: none (the model's position limits are infinite)" in _summary(out / "summary.txt")
     line = [s for s in _summary(out / "summary.txt").splitlines() if s.startswith("cycloidal")][0]
     assert float(line.rsplit("=", 1)[1]) == pytest.approx(e_opt / e_cyc, abs=1e-3)
 
