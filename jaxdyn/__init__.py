@@ -12,7 +12,9 @@ from .model import (Model as Model, build_model as build_model, neutral as neutr
                     parameters as parameters, with_parameters as with_parameters,
                     log_cholesky_parameters as log_cholesky_parameters,
                     with_log_cholesky_parameters as with_log_cholesky_parameters)
-from .io import from_dh as from_dh, load_urdf as load_urdf, mechanisms as mechanisms
+from .io import (from_dh as from_dh, load_urdf as load_urdf, load_mjcf as load_mjcf, mjcf as mjcf,
+                 save_urdf as save_urdf,
+                 mechanisms as mechanisms)
 from .kinematics import (forward_kinematics as forward_kinematics, frame_pose as frame_pose,
                          frame_poses as frame_poses, frame_jacobian as frame_jacobian,
                          frame_velocity as frame_velocity, frame_acceleration as frame_acceleration,

@@ -13,6 +13,10 @@ class URDFError(ModelError):
     """A malformed URDF (names file and element)."""
 
 
+class MJCFError(ModelError):
+    """An MJCF file that MuJoCo's compiler rejects or jaxdyn cannot represent (names the file)."""
+
+
 class DHError(ModelError):
     """A malformed Denavit-Hartenberg table."""
 

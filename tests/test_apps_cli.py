@@ -27,6 +27,10 @@ def test_identify_default_runs_and_writes(tmp_path, monkeypatch, capsys):
     B = np.loadtxt(out / "base_parameters.csv", delimiter=",", skiprows=1)
     rel = np.linalg.norm(B[:, 3] - B[:, 1]) / np.linalg.norm(B[:, 1])
     assert rel < 0.05, rel
+    # identified.urdf holds the identified column of parameters.csv (read back by load_urdf)
+    P = np.loadtxt(out / "parameters.csv", delimiter=",", skiprows=1, usecols=4)
+    got = jaxdyn.sysid.inertial_parameters(jaxdyn.load_urdf(str(out / "identified.urdf")))
+    np.testing.assert_allclose(got, P, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("robot", ["planar3", "double_pendulum"])

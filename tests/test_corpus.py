@@ -59,7 +59,7 @@ def corpus():
             qdd = pin.aba(pm, data, q, v, tau + 1.0).copy()
             h = pin.rnea(pm, data, q, v, np.zeros(pm.nv)).copy()
             refs.append((q, v, a, tau, M, qdd, h))
-        rows.append((rel, fb, m, refs))
+        rows.append((rel, fb, m, refs, (pm.effortLimit.copy(), pm.velocityLimit.copy())))
     return rows
 
 
@@ -67,7 +67,20 @@ def test_every_file_pinocchio_loads_loads(corpus):
     # 67 files x (fixed, free) minus what urdfdom rejects; nq = 0 models (quadrotor_base,
     # iris_simple with a fixed base) included
     assert len(corpus) >= 130
-    assert any(m.nq == 0 for _, _, m, _ in corpus)
+    assert any(m.nq == 0 for _, _, m, _, _ in corpus)
+
+
+def test_effort_and_velocity_limits_match_pinocchio(corpus):
+    # Pinocchio reads <limit effort velocity> (a free-flyer's are its largest float, a missing
+    # or 0 limit is 0 there); jaxdyn's "no limit" is +inf.  Compared at float32 resolution (the
+    # URDF's decimal text).
+    n = 0
+    for rel, fb, m, _, (eff, vel) in corpus:
+        for got, ref in ((m.effort_limit, eff), (m.velocity_limit, vel)):
+            want = np.where((ref > 0) & (ref < 1e300), ref, np.inf)
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-7, err_msg=rel)
+            n += int(np.isfinite(want).sum())
+    assert n > 500
 
 
 GROUP = 46
@@ -77,16 +90,16 @@ union's size), so the corpus is split into stacks of similar size."""
 
 def _run_stack(rows):
     """rnea, crba and aba of every state of every member of one stack, in the members' layouts."""
-    st = jaxdyn.stack([m for _, _, m, _ in rows])
-    lanes = [j for j, (_, _, _, refs) in enumerate(rows) for _ in refs]
+    st = jaxdyn.stack([r[2] for r in rows])
+    lanes = [j for j, r in enumerate(rows) for _ in r[3]]
     big = st.lanes(lanes)
     pick = lambda k, f: jnp.stack([f(j, np.asarray(r[k]) + (1.0 if k == 3 else 0.0))
-                                   for j, (_, _, _, refs) in enumerate(rows) for r in refs])
+                                   for j, row in enumerate(rows) for r in row[3]])
     Q, V, A, TAU = pick(0, big.q), pick(1, big.v), pick(2, big.v), pick(3, big.v)
     f = jax.jit(jax.vmap(lambda m, q, v, a, t: (jaxdyn.rnea(m, q, v, a), jaxdyn.crba(m, q), jaxdyn.aba(m, q, v, t))))
     tau, M, qdd = f(big, Q, V, A, TAU)
     out, k = [], 0
-    for j, (_, _, _, refs) in enumerate(rows):
+    for j, (_, _, _, refs, _) in enumerate(rows):
         mv = lambda x: np.asarray(big.member_v(j, x))
         out.append([(mv(tau[k + s]), mv(mv(M[k + s]).T), mv(qdd[k + s])) for s in range(len(refs))])
         k += len(refs)
@@ -101,7 +114,7 @@ def test_corpus_matches_pinocchio(corpus):
             got[id(row)] = res
     bad = []
     for row in corpus:
-        rel, fb, m, refs = row
+        rel, fb, m, refs, _ = row
         for s, (_, _, _, tau, M, qdd, h) in enumerate(refs):
             for nm, got_, ref in zip(("rnea", "crba", "aba"), got[id(row)][s], (tau, M, qdd)):
                 got_, ref = np.asarray(got_), np.asarray(ref)

@@ -26,6 +26,7 @@ identified), base_parameters.csv, params.png, residuals.png, loss.png, summary.t
 from __future__ import annotations
 
 import os
+import warnings
 import sys
 import time
 
@@ -312,11 +313,23 @@ def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, t
     np.savetxt(os.path.join(out, "base_parameters.csv"),
                np.column_stack([np.arange(pib_true.size), pib_true, pib_ls, pib_c]), delimiter=",",
                header="index,true,least_squares,consistent", comments="", fmt="%.10g")
+    from ..errors import ModelError
+    from ..io.urdf_out import save_urdf
+    from .sysid import with_inertial_parameters
+    urdf = ["identified.urdf"]
+    try:        # the model with the consistent estimate's masses, COMs and inertias
+        with warnings.catch_warnings(record=True) as caught:       # e.g. a gravity URDF cannot hold
+            warnings.simplefilter("always")
+            save_urdf(with_inertial_parameters(model, np.asarray(pi_c)), os.path.join(out, "identified.urdf"))
+        notes = [f"identified.urdf: {w.message}" for w in caught]
+    except ModelError as e:
+        urdf, notes = [], [f"identified.urdf not written: {e}"]
+    lines = lines[:-1] + notes + lines[-1:]          # before the wall-time line
     plt = pyplot()
+    files = ["parameters.csv", "base_parameters.csv"] + urdf + (["params.png", "residuals.png", "loss.png"]
+                                                               if plt is not None else []) + ["summary.txt"]
     with open(os.path.join(out, "summary.txt"), "w") as fh:
-        fh.write("\n".join(lines + (["files: parameters.csv, base_parameters.csv, params.png, residuals.png, "
-                                     "loss.png, summary.txt"] if plt is not None else
-                                    [PLOTS_SKIPPED, "files: parameters.csv, base_parameters.csv, summary.txt"]))
+        fh.write("\n".join(lines + ([] if plt is not None else [PLOTS_SKIPPED]) + ["files: " + ", ".join(files)])
                  + "\n")
     if plt is None:
         return

@@ -112,7 +112,7 @@ def _inertial(ctx, link):
     return m, c, R @ I @ R.T
 
 
-def _combine(m1, c1, I1, m2, c2, I2):
+def combine_bodies(m1, c1, I1, m2, c2, I2):
     """Two rigid bodies in the same frame: total mass, COM, inertia about the new COM."""
     m = m1 + m2
     if m <= 0:
@@ -127,7 +127,8 @@ def _combine(m1, c1, I1, m2, c2, I2):
 
 
 def _joint_data(ctx, el, where, typ):
-    """(joint code, unit axis, lower, upper, damping) of a movable <joint>."""
+    """(joint code, unit axis, lower, upper, damping, effort, velocity) of a movable <joint>
+    (effort / velocity None where absent or 0: no limit, as urdfdom's default 0 means)."""
     ax = ctx.floats(el.find("axis"), "xyz", 3, where + "/axis", (1, 0, 0))
     n = np.linalg.norm(ax)
     if n == 0 or abs(n - 1) > 1e-3:
@@ -139,11 +140,18 @@ def _joint_data(ctx, el, where, typ):
         hi = float(ctx.floats(lim, "upper", 1, where + "/limit", (0.0,))[0])
         if lo == 0.0 and hi == 0.0:
             lo = hi = None
+    effort = velocity = None
+    if typ in ("revolute", "continuous", "prismatic") and lim is not None:
+        effort, velocity = (float(ctx.floats(lim, a, 1, where + "/limit", (0.0,))[0]) or None
+                            for a in ("effort", "velocity"))
+        for a, x in (("effort", effort), ("velocity", velocity)):
+            if x is not None and x < 0:
+                raise ctx.err(where + "/limit", f"{a}={x} must be nonnegative (0: no limit)")
     dyn = el.find("dynamics")
     damping = float(ctx.floats(dyn, "damping", 1, where + "/dynamics", (0.0,))[0]) if dyn is not None else 0.0
     jt = {"revolute": J.REVOLUTE, "continuous": J.REVOLUTE_UB, "prismatic": J.PRISMATIC,
           "floating": J.FREE, "planar": J.PLANAR}[typ]
-    return jt, ax / n, lo, hi, damping
+    return jt, ax / n, lo, hi, damping, effort, velocity
 
 
 def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
@@ -222,11 +230,12 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
         if b < 0 or m == 0 and not np.any(I):
             return
         mb, cb, Ib = bodies[b]["m"], bodies[b]["c"], bodies[b]["I"]
-        bodies[b]["m"], bodies[b]["c"], bodies[b]["I"] = _combine(mb, cb, Ib, m, R @ c + p, R @ I @ R.T)
+        bodies[b]["m"], bodies[b]["c"], bodies[b]["I"] = combine_bodies(mb, cb, Ib, m, R @ c + p, R @ I @ R.T)
 
-    def new_body(name, jname, jt, parent, R, p, axis, lo, hi, damping):
-        bodies.append(dict(name=name, jname=jname, jt=jt, parent=parent, R=R, p=p, axis=axis,
-                           lo=lo, hi=hi, damping=damping, m=0.0, c=np.zeros(3), I=np.zeros((3, 3))))
+    def new_body(name, jname, jt, parent, R, p, axis, lo, hi, damping, effort=None, velocity=None):
+        bodies.append(dict(name=name, jname=jname, jt=jt, parent=parent, R=R, p=p, axis=axis, lo=lo, hi=hi,
+                           damping=damping, effort=effort, velocity=velocity, m=0.0, c=np.zeros(3),
+                           I=np.zeros((3, 3))))
         return len(bodies) - 1
 
     rootl = roots[0]
@@ -260,8 +269,8 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
             frames.append((chi, b, R.T, p))
             add_inertia(b, R, p, chi)
         else:
-            jt, ax, lo, hi, damping = _joint_data(ctx, el, where, typ)
-            nb_ = new_body(chi, jn, jt, b, R, p, ax, lo, hi, damping)
+            jt, ax, lo, hi, damping, effort, velocity = _joint_data(ctx, el, where, typ)
+            nb_ = new_body(chi, jn, jt, b, R, p, ax, lo, hi, damping, effort, velocity)
             link_at[chi] = (nb_, np.eye(3), np.zeros(3))
             frames.append((jn, nb_, np.eye(3), np.zeros(3)))
             frames.append((chi, nb_, np.eye(3), np.zeros(3)))
@@ -271,9 +280,8 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
     if lost:
         raise URDFError(f"{path}: links {lost[:10]} are not reachable from root link {rootl!r}: "
                         "their joints form a cycle")
-    nb = len(bodies)
     name = root.get("name") or os.path.splitext(os.path.basename(path))[0]
-    lo, hi, damp = [], [], []
+    lo, hi, damp, eff, vel = [], [], [], [], []
     for bd in bodies:
         nq_, nv_ = J.NQ[bd["jt"]], J.NV[bd["jt"]]
         if bd["lo"] is not None:
@@ -281,7 +289,18 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
         else:
             lo.append([-np.inf] * nq_); hi.append([np.inf] * nq_)
         damp.append([bd["damping"] or 0.0] * nv_)
+        eff.append([bd["effort"] or np.inf] * nv_)
+        vel.append([bd["velocity"] or np.inf] * nv_)
     cat = lambda xs: np.concatenate([np.asarray(x, float) for x in xs]) if xs else np.zeros(0)
+    return tree_arguments(bodies, frames, name, q_lower=cat(lo), q_upper=cat(hi), damping=cat(damp),
+                          effort_limit=cat(eff), velocity_limit=cat(vel))
+
+
+def tree_arguments(bodies, frames, name, **joint_data):
+    """The arguments of :func:`build_model` from a loader's list of body dicts (keys name,
+    jname, jt, parent, R (joint frame -> parent body), p, axis, m, c, I), its frames and the
+    per-q / per-dof arrays ``joint_data``."""
+    nb = len(bodies)
     return dict(
         parent=[bd["parent"] for bd in bodies], jtype=[bd["jt"] for bd in bodies],
         Xtree_E=np.array([bd["R"].T for bd in bodies]).reshape(nb, 3, 3),
@@ -289,9 +308,8 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
         axis=np.array([bd["axis"] for bd in bodies]).reshape(nb, 3), mass=np.array([bd["m"] for bd in bodies]),
         com=np.array([bd["c"] for bd in bodies]).reshape(nb, 3),
         inertia=np.array([bd["I"] for bd in bodies]).reshape(nb, 3, 3),
-        q_lower=cat(lo), q_upper=cat(hi), damping=cat(damp),
         body_names=[bd["name"] for bd in bodies], joint_names=[bd["jname"] for bd in bodies],
-        frames=frames, name=name)
+        frames=frames, name=name, **joint_data)
 
 
 def load_urdf(path, floating_base=False, gravity=(0.0, 0.0, -9.81), inertia="warn"):

@@ -27,6 +27,8 @@ armature   (nv,)          rotor inertia added to the diagonal of M
 damping    (nv,)          viscous joint damping (``forward_dynamics`` and rollouts)
 q_lower    (nq,)          lower position limits (-inf if none)
 q_upper    (nq,)          upper position limits (+inf if none)
+effort_limit (nv,)        largest |tau| of each dof (+inf if none; URDF ``<limit effort>``, MJCF motors)
+velocity_limit (nv,)      largest |qd| of each dof (+inf if none; URDF ``<limit velocity>``)
 frame_E    (nf, 3, 3)     Plücker transform body -> frame of each named frame
 frame_r    (nf, 3)
 gravity    (3,)           gravity in world coordinates
@@ -47,7 +49,7 @@ from . import joints as J
 from .validate import check_inertia
 
 PARAM_FIELDS = ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia", "armature", "damping",
-                "q_lower", "q_upper", "frame_E", "frame_r", "gravity")
+                "q_lower", "q_upper", "effort_limit", "velocity_limit", "frame_E", "frame_r", "gravity")
 """Array leaves of a Model."""
 TOPOLOGY_FIELDS = ("parent", "jtype", "body_names", "joint_names", "frame_names", "frame_body")
 """The fields of a :class:`Topology`."""
@@ -201,6 +203,8 @@ class Model:
     damping: jax.Array
     q_lower: jax.Array
     q_upper: jax.Array
+    effort_limit: jax.Array
+    velocity_limit: jax.Array
     frame_E: jax.Array
     frame_r: jax.Array
     gravity: jax.Array
@@ -314,7 +318,8 @@ jax.tree_util.register_dataclass(Model, data_fields=list(PARAM_FIELDS), meta_fie
 
 
 def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pitch=None,
-                armature=None, damping=None, q_lower=None, q_upper=None, gravity=(0.0, 0.0, -9.81),
+                armature=None, damping=None, q_lower=None, q_upper=None, effort_limit=None,
+                velocity_limit=None, gravity=(0.0, 0.0, -9.81),
                 body_names=None, joint_names=None, frames=None, name="model", triangle="raise",
                 inertia_policy="raise") -> Model:
     """Validate numpy inputs and build a :class:`Model`.
@@ -383,6 +388,11 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
     damp = np.zeros(nv) if damping is None else np.asarray(damping, float).reshape(nv)
     if np.any(arm < 0) or np.any(damp < 0):
         raise ModelError(f"{name}: armature and damping must be nonnegative")
+    lims = {}
+    for what, x in (("effort_limit", effort_limit), ("velocity_limit", velocity_limit)):
+        lims[what] = np.full(nv, np.inf) if x is None else np.asarray(x, float).reshape(nv)
+        if np.any(np.isnan(lims[what])) or np.any(lims[what] <= 0):
+            raise ModelError(f"{name}: {what} must be positive (+inf: none), got {lims[what].tolist()}")
     fnames, fbody, fE, fr = [], [], [], []
     for i in range(nb):  # every body is a frame under its own name
         fnames.append(body_names[i]); fbody.append(i); fE.append(np.eye(3)); fr.append(np.zeros(3))
@@ -398,6 +408,7 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
     f = jax.device_put      # numpy -> device without compiling a conversion per shape (jnp.asarray does)
     return Model(Xtree_E=f(Xtree_E), Xtree_r=f(Xtree_r), axis=f(axis), pitch=f(pitch), mass=f(mass), com=f(com),
                  inertia=f(inertia), armature=f(arm), damping=f(damp), q_lower=f(lo), q_upper=f(hi),
+                 effort_limit=f(lims["effort_limit"]), velocity_limit=f(lims["velocity_limit"]),
                  frame_E=f(np.asarray(fE).reshape(-1, 3, 3)), frame_r=f(np.asarray(fr).reshape(-1, 3)),
                  gravity=f(np.asarray(gravity, float)), topology=topo, name=name)
 
