@@ -152,6 +152,20 @@ def test_limit_report_names_the_joint():
     assert limit_report(m, np.zeros((10, 2))) == []
 
 
+def test_trajopt_torque_limits_default_to_the_models_effort_limits():
+    from jaxdyn.apps.trajopt_cli import torque_limits
+    from helpers import urdf_path
+    from jaxdyn.io.named import robot_by_name
+    pin = pytest.importorskip("pinocchio")
+    m = robot_by_name("erd:ur5")
+    lim, why = torque_limits({"problem": {}}, "c", m, m.nv)
+    np.testing.assert_array_equal(lim, pin.buildModelFromUrdf(urdf_path("ur5")).effortLimit)   # <limit effort>
+    assert why == "the model's effort limits"
+    lim, why = torque_limits({"problem": {"tau_limit": [1.0] * 6}}, "c", m, m.nv)
+    assert lim.tolist() == [1.0] * 6 and why == "problem.tau_limit"
+    assert torque_limits({"problem": {}}, "c", jaxdyn.robots.puma560(), 6)[0] is None     # DH: none
+
+
 def test_trajopt_ur5_reach_replays(tmp_path):
     """A config on a robot from example-robot-data (the UR5 URDF): its plan replays open-loop
     from the CSV alone to the target within 1e-2 rad on RK4 at dt / 10."""

@@ -44,6 +44,18 @@ def test_single_shooting_gradient_matches_finite_differences(parametrization):
     _fd_check(lambda Z: to.single_shooting_cost(p, Z), Z)
 
 
+def test_infinite_torque_limit_leaves_its_dof_free():
+    """tau_limit = [15, inf]: dof 0 is 15 tanh(z / 15), dof 1 passes z through unchanged (not
+    NaN, also in the gradient: finite differences), and decision_from_torques inverts both."""
+    p = _pendulum_problem(tau_limit=[15.0, np.inf], stepper="rk4")
+    Z = jnp.asarray(np.random.default_rng(2).normal(size=(20, 2)) * 20)
+    U = to.controls(p, Z)
+    np.testing.assert_allclose(U[:, 0], 15 * np.tanh(np.asarray(Z[:, 0]) / 15), rtol=1e-14)
+    np.testing.assert_array_equal(U[:, 1], Z[:, 1])
+    np.testing.assert_allclose(to.decision_from_torques(p, U), Z, rtol=1e-9)
+    _fd_check(lambda Z: to.single_shooting_cost(p, Z), Z, rtol=1e-5)
+
+
 def test_acceleration_plan_is_a_torque_plan():
     """The acceleration parametrization computes tau_k = rnea(q_k, qd_k, Z_k) at each sample's
     start and holds it: ABA there gives back Z_k (feedback linearization), the plan's torques

@@ -64,7 +64,8 @@ class Problem:
       dt, steps: sample length and number of samples (horizon T = steps dt).
       running_cost: ``l(t, q (nq,), qd (nv,), u (nv,)) -> ()``, integrated by the rectangle rule.
       terminal_cost: ``phi(q_N (nq,), qd_N (nv,)) -> ()``.
-      tau_limit: None or (nv,) symmetric torque limits L > 0 (``U = L tanh(Z / L)``).
+      tau_limit: None or (nv,) symmetric torque limits L > 0 (``U = L tanh(Z / L)``; +inf: that
+        dof unlimited; e.g. ``model.effort_limit``).
       stepper, method: passed to :func:`jaxdyn.rollout` ("rk4" and "aba" by default).
       terminal_constraint: None or ``psi(q_N, qd_N) -> (r,)``, driven to 0 by the augmented
         Lagrangian of :func:`optimize` (e.g. reach a target exactly).
@@ -125,9 +126,9 @@ def problem(model, q0, qd0, dt, steps, running_cost, terminal_cost=None, tau_lim
         raise ArgumentError(f"dt must be a positive finite number, got {dt!r}")
     if tau_limit is not None:
         tau_limit = jnp.broadcast_to(jnp.asarray(tau_limit, float), (nv,))
-        if not bool(jnp.all((tau_limit > 0) & jnp.isfinite(tau_limit))):
-            raise ArgumentError(f"tau_limit must be finite and > 0 per dof (tau_limit=None for no limit), got "
-                                f"{np.asarray(tau_limit).tolist()}")
+        if not bool(jnp.all(tau_limit > 0)):      # NaN fails too
+            raise ArgumentError(f"tau_limit must be > 0 per dof (+inf: that dof unlimited; tau_limit=None: none), "
+                                f"got {np.asarray(tau_limit).tolist()}")
     if terminal_cost is None:
         terminal_cost = _no_terminal_cost
     for nm, f in (("running_cost", running_cost), ("terminal_cost", terminal_cost),
@@ -175,7 +176,9 @@ def _limit(tau_limit, actuation, U):
     """``L tanh(U / L)`` (L = tau_limit, if any), times the actuation mask (if any)."""
     if tau_limit is not None:
         L = jnp.broadcast_to(tau_limit, U.shape)
-        U = L * jnp.tanh(U / L)
+        fin = jnp.isfinite(L)
+        Lf = jnp.where(fin, L, 1.0)             # no inf in the branch jnp.where drops (its gradient)
+        U = jnp.where(fin, Lf * jnp.tanh(U / Lf), U)
     if actuation is not None:
         U = jnp.broadcast_to(actuation, U.shape) * U
     return U
@@ -204,7 +207,8 @@ def decision_from_torques(prob: Problem, U):
     U = jnp.asarray(U, float)
     if prob.tau_limit is not None:
         L = jnp.broadcast_to(prob.tau_limit, U.shape)
-        U = L * jnp.arctanh(jnp.clip(U / L, -0.999, 0.999))
+        Lf = jnp.where(jnp.isfinite(L), L, 1.0)
+        U = jnp.where(jnp.isfinite(L), Lf * jnp.arctanh(jnp.clip(U / Lf, -0.999, 0.999)), U)
     return U if prob.scale is None else U / jnp.broadcast_to(prob.scale, U.shape)
 
 

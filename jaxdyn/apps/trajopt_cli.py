@@ -3,7 +3,8 @@
 Config (TOML; built-in ``trajopt_puma_p2p`` is the default)::
 
     [robot]      name = "puma560" | "double_pendulum" | ... | "urdf:PATH"
-    [problem]    T, dt, q_final, qd_final (zeros), q0, qd0 (neutral, zeros), tau_limit (none),
+    [problem]    T, dt, q_final, qd_final (zeros), q0, qd0 (neutral, zeros), tau_limit (the model's
+                 effort limits, +inf entries unlimited; none if the model has none),
                  stepper ("rk4"), parametrization ("acceleration"), terminal ("constraint" |
                  "penalty"), terminal_weight (1e4, penalty only), target_joints (indices of q the
                  terminal condition constrains; all by default; q_final then lists only those),
@@ -141,6 +142,22 @@ def penalty(w, psi, q, qd):
     return w * jnp.sum(psi(q, qd) ** 2)
 
 
+def torque_limits(cfg, name, model, nv):
+    """(tau_limit (nv,) or None, where it comes from): the config's ``problem.tau_limit``, else
+    the model's ``effort_limit`` where any is finite (URDF ``<limit effort>``, MJCF motors)."""
+    import numpy as np
+    if "tau_limit" in cfg["problem"]:
+        lim = _vec(cfg, "problem", "tau_limit", nv, None)
+        if not np.all(lim >= 1e-6):
+            raise ConfigError(f"{name}: problem.tau_limit must be >= 1e-6 (N m or N; inf: unlimited) per dof (leave "
+                              f"it out for the model's effort limits), got {lim.tolist()}")
+        return lim, "problem.tau_limit"
+    eff = np.asarray(model.effort_limit, float)
+    if np.isfinite(eff).any():
+        return eff, "the model's effort limits"
+    return None, "none (the config sets no problem.tau_limit and the model has no effort limits)"
+
+
 def limit_report(model, Q):
     """Lines naming joints whose positions leave [q_lower, q_upper] in Q (steps + 1, nq)."""
     import numpy as np
@@ -189,10 +206,7 @@ def run(args) -> int:
     if closed is not None:
         q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
         jaxdyn.constraints.check_assembled(closed, q0, f"{name}: problem.q0")
-    lim = _vec(cfg, "problem", "tau_limit", nv, None) if "tau_limit" in p else None
-    if lim is not None and not np.all((lim >= 1e-6) & np.isfinite(lim)):
-        raise ConfigError(f"{name}: problem.tau_limit must be finite and >= 1e-6 (N m or N) per dof (leave it out "
-                          f"for no limit), got {lim.tolist()}")
+    lim, lim_from = torque_limits(cfg, name, model, nv)
     steps = int(round(p["T"] / p["dt"]))
     dt = p["dt"]
     Partial = jax.tree_util.Partial
@@ -313,6 +327,10 @@ def run(args) -> int:
         lines += [f"joint limits ({how}): {x}" for x in lim_lines] or [f"joint limits ({how}): respected"]
     for x in lim_lines:
         print(f"warning: {x}", file=sys.stderr)
+    if lim is None:
+        lines.append(f"torque limits: {lim_from}")
+    else:
+        lines.append(f"torque limits ({lim_from}): {np.round(lim, 4).tolist()}")
     from ..output import dof_labels
     target = np.full(nq, np.nan)
     target[np.arange(nq) if full else tj] = qT
