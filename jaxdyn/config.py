@@ -52,9 +52,10 @@ def load_config(path=None) -> dict:
     return validate(raw, name)
 
 
-def check_tables(raw: dict, name: str, schema: dict, defaults: dict) -> dict:
+def check_tables(raw: dict, name: str, schema: dict, defaults: dict, allow_inf=()) -> dict:
     """Type-check a parsed TOML dict against ``schema`` ({section: {key: type}}; types
-    float, int, str, bool, list (of numbers)), naming the offending key; fill ``defaults``."""
+    float, int, str, bool, list (of finite numbers; +inf also in the lists ``allow_inf`` names
+    as "section.key")), naming the offending key; fill ``defaults``."""
     cfg = {"name": name}
     for sec, val in raw.items():
         if sec not in schema:
@@ -77,7 +78,7 @@ def check_tables(raw: dict, name: str, schema: dict, defaults: dict) -> dict:
                 if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
                     raise ConfigError(f"{name}: {sec}.{k} must be a list of numbers, got {v!r}")
                 v = [float(x) for x in v]
-                if any(not math.isfinite(x) for x in v):
+                if any(not math.isfinite(x) and not (x == math.inf and f"{sec}.{k}" in allow_inf) for x in v):
                     raise ConfigError(f"{name}: {sec}.{k} contains NaN or inf: {v!r}")
             if typ is float and not math.isfinite(v):
                 raise ConfigError(f"{name}: {sec}.{k} must be finite, got {v!r}")

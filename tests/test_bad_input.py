@@ -419,6 +419,9 @@ _PUMA = '[robot]\nname = "puma560"\n'
     ("trajopt", _P2 + "actuated = [2, -1]\n", r"problem\.actuated must be 0 or 1"),
     ("trajopt", _P2 + "actuated = [0, 0]\n", r"problem\.actuated must be 0 or 1 per dof with at least one 1"),
     ("trajopt", _P2 + "tau_limit = [1e-300, 10.0]\n", r"problem\.tau_limit must be >= 1e-6"),
+    ("trajopt", _P2 + "tau_limit = [nan, 10.0]\n", r"problem\.tau_limit contains NaN or inf"),   # +inf: unlimited
+    ("trajopt", _P2 + "tau_limit = [-inf, 10.0]\n", r"problem\.tau_limit contains NaN or inf"),
+    ("trajopt", _P2 + "[optimizer]\nrho = inf\n", r"optimizer\.rho must be finite"),
     ("trajopt", _P2.replace("T = 0.5", "T = 1e7") + "", r"problem\.T / problem\.dt = 2e\+08 is more than"),
     ("trajopt", _P2 + "[optimizer]\niterations = 1000000000\n", r"optimizer\.iterations = 1e\+09 is more than"),
     ("trajopt", _P2 + "[optimizer]\nmultistart = 100000000\n", r"optimizer\.multistart = 1e\+08 is more than"),

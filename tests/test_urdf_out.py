@@ -82,3 +82,14 @@ def test_what_urdf_cannot_hold(tmp_path):
     assert any("gravity" in str(w.message) for w in rec)
     with pytest.raises(ModelError, match="does not exist"):
         jaxdyn.save_urdf(jaxdyn.robots.planar3(), tmp_path / "missing" / "p.urdf")
+
+
+def test_rpy_round_trip_including_gimbal_lock():
+    from jaxdyn.io.urdf import rpy_to_R
+    from jaxdyn.io.urdf_out import R_to_rpy
+    rng = np.random.default_rng(0)
+    angles = list(rng.uniform(-3, 3, (200, 3))) + [(0.3, np.pi / 2, 1.1), (0.7, -np.pi / 2, -2.0),
+                                                   (1.0, np.pi / 2 - 1e-13, 0.2)]
+    for rpy in angles:
+        R = rpy_to_R(rpy)
+        np.testing.assert_allclose(rpy_to_R(R_to_rpy(R)), R, atol=1e-12)

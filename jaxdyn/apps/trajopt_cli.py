@@ -63,7 +63,7 @@ MAX_STEPS = 100_000
 def load(path=None) -> dict:
     """Read and validate a trajopt config (named errors for missing keys and bad values)."""
     raw, name = read_toml(path, DEFAULT_CONFIG, kind="trajopt")
-    cfg = check_tables(raw, name, SCHEMA, DEFAULTS)
+    cfg = check_tables(raw, name, SCHEMA, DEFAULTS, allow_inf=("problem.tau_limit",))
     if "name" not in cfg.get("robot", {}):
         raise ConfigError(f"{name}: missing robot.name")
     p, o = cfg["problem"], cfg["optimizer"]

@@ -90,9 +90,9 @@ def compile_mjcf(path_or_xml):
         m = load()
     except Exception as e:      # MuJoCo raises ValueError("XML Error: ... Element ..., line ...")
         raise MJCFError(f"{where}: MuJoCo's compiler: {e}".strip()) from None
-    name = bytes(m.names).split(b"\0")[0].decode() or "mjcf"     # <mujoco model="...">
-    if where != "<string>" and name in ("mjcf", "MuJoCo Model"):
-        name = os.path.splitext(os.path.basename(s))[0]
+    name = bytes(m.names).split(b"\0")[0].decode()        # <mujoco model="...">; MuJoCo's default:
+    if name in ("", "MuJoCo Model"):                        # the file's stem, or "mjcf"
+        name = os.path.splitext(os.path.basename(s))[0] if where != "<string>" else "mjcf"
     return m, name
 
 
@@ -178,6 +178,7 @@ def parse_mjcf(path_or_xml):
         R0 = quat_to_R(m.body_quat[b])
         R, o = R @ R0, R @ m.body_pos[b] + o
         joints = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]) if m.body_jntnum[b] > 0 else ()
+        joint_frames = []
         for j in joints:
             t = int(m.jnt_type[j])
             a, p = np.array(m.jnt_axis[j], float), np.array(m.jnt_pos[j], float)
@@ -195,11 +196,11 @@ def parse_mjcf(path_or_xml):
                                axis=a if t in (_HINGE, _SLIDE) else np.array([0, 0, 1.0]), m=0.0, c=np.zeros(3),
                                I=np.zeros((3, 3))))
             jb, R, o = len(bodies) - 1, np.eye(3), -p
-            frames.append((jname[j], jb, np.eye(3), np.zeros(3)))
+            joint_frames.append((jname[j], jb, np.eye(3), np.zeros(3)))
         at[b] = (jb, R, o)
         if joints and np.allclose(o, 0) and np.allclose(R, np.eye(3)):
             bodies[jb]["name"] = bname[b]
-        frames.append((bname[b], jb, R.T, o))
+        frames += [(bname[b], jb, R.T, o)] + joint_frames     # a joint named like its body: the body wins
         if jb >= 0:     # a "simple" body's inertial frame is its body frame at run time (round-off of
             # the compiler's mesh inertia, e.g. an ipos of 1e-9, dropped): as MuJoCo computes it
             ipos, iquat = (np.zeros(3), (1, 0, 0, 0)) if m.body_simple[b] else (m.body_ipos[b], m.body_iquat[b])

@@ -4,7 +4,8 @@ Pinocchio's ``buildModelFromUrdf`` read back to the same dynamics.
 Each body is a link named after the body, attached by a joint named after the body's joint
 at its ``Xtree`` (origin xyz, rpy); its inertial at the COM with the body-axes inertia.
 REVOLUTE -> ``revolute``, REVOLUTE_UB -> ``continuous``, PRISMATIC -> ``prismatic``,
-PLANAR -> ``planar`` (axis z), FIXED -> ``fixed``.  A FREE root body is the URDF's root link
+PLANAR -> ``planar`` (axis z), FIXED -> ``fixed`` (read back merged into the parent body, as
+loaders merge fixed joints, so such a body comes back as a frame).  A FREE root body is the URDF's root link
 (no joint): read it back with ``floating_base=True`` (Pinocchio: a ``JointModelFreeFlyer``
 root).  Other roots hang from one massless root link (the model's world frame name, or
 ``"world"``).  Named frames that are not body or joint frames are written as massless links on
