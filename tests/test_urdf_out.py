@@ -58,11 +58,16 @@ def test_every_erd_robot_round_trips(tmp_path):
                     bad.append(f"{rel}: {k}")
             if (m.body_names, m.joint_names) != (m2.body_names, m2.joint_names):
                 bad.append(f"{rel}: names or body order")
-            R, p = jaxdyn.frame_poses(m, jaxdyn.neutral(m))
-            R2, p2 = jaxdyn.frame_poses(m2, jaxdyn.neutral(m2))
-            for nm in dict.fromkeys(m.frame_names):        # a name's first frame, as frame_id finds it
-                i, j = m.frame_id(nm), m2.frame_id(nm)
-                if not (np.allclose(R[i], R2[j], atol=1e-12) and np.allclose(p[i], p2[j], atol=1e-12)):
+            # every frame comes back: same name, body and placement (bodies and Xtree equal
+            # above: the same pose at every q; numpy only, no program compiled per robot)
+            back = {}
+            for j, nm in enumerate(m2.frame_names):
+                b = int(m2.frame_body[j])
+                back.setdefault(nm, []).append((m2.body_names[b] if b >= 0 else None, m2.frame_E[j], m2.frame_r[j]))
+            for i, nm in enumerate(m.frame_names):
+                b = int(m.frame_body[i])
+                if not any(bb == (m.body_names[b] if b >= 0 else None) and np.allclose(E, m.frame_E[i], atol=1e-12)
+                           and np.allclose(r, m.frame_r[i], atol=1e-12) for bb, E, r in back.get(nm, [])):
                     bad.append(f"{rel}: frame {nm}")
                     break
             n += 1

@@ -8,8 +8,10 @@ PLANAR -> ``planar`` (axis z), FIXED -> ``fixed`` (read back merged into the par
 loaders merge fixed joints, so such a body comes back as a frame).  A FREE root body is the URDF's root link
 (no joint): read it back with ``floating_base=True`` (Pinocchio: a ``JointModelFreeFlyer``
 root).  Other roots hang from one massless root link (the model's world frame name, or
-``"world"``).  Named frames that are not body or joint frames are written as massless links on
-fixed joints, so they come back as frames.  Bodies come back in the model's order (where a
+``"world"``).  Named frames other than the bodies' and joints' own are written as massless links on fixed
+joints named after them, so they come back as frames (where the name is already a link's or a
+joint's, that part is named ``"<name>_frame"``: it comes back as one more frame; the first of
+several frames sharing a name may change).  A FREE root's joint comes back as ``"root_joint"``.  Bodies come back in the model's order (where a
 body's child joints are not in name order, massless links "<body>_order<k>" on fixed joints
 keep them in order: loaders visit child joints by name).  Limits: position limits where finite (a revolute or
 prismatic joint with no limits gets ``lower = upper = 0``, which :func:`~jaxdyn.load_urdf`
@@ -137,17 +139,29 @@ def urdf_string(model) -> str:
             ET.SubElement(j, "limit", **lim)
         if np.any(P["damping"][d:int(va[i + 1])]):
             ET.SubElement(j, "dynamics", damping=_num(P["damping"][d]))
-    # frames that are neither a body's nor a joint's (e.g. merged fixed links, MJCF sites)
-    known = set(names) | set(model.joint_names) | {rootname}
+    # frames other than the bodies' and joints' own (merged fixed links, MJCF sites): a massless
+    # link on a fixed joint, both named after the frame ("<name>_frame" where the name is taken:
+    # URDF link names and joint names are unique, e.g. a link named like a movable joint)
+    links = {rootname} | set(names) | set(hang.values())
+    joint_names = set(model.joint_names) | set(hang.values())
+    own = {(rootname, -1)} | {(names[i], i) for i in range(nb)} | {(model.joint_names[i], i) for i in range(nb)}
     for f, (nm, b) in enumerate(zip(fnames, fbody)):
-        if nm in known or (b < 0 and free):      # a world frame of a floating-base model has no link
+        b = int(b)
+        identity = np.allclose(P["frame_E"][f], np.eye(3)) and np.allclose(P["frame_r"][f], 0)
+        if ((nm, b) in own and identity) or (b < 0 and free):   # a floating base has no world link
             continue
-        known.add(nm)
-        ET.SubElement(robot, "link", name=nm)
-        j = ET.SubElement(robot, "joint", name=nm, type="fixed")
+        ln, jn = nm, nm
+        while ln in links:
+            ln += "_frame"
+        while jn in joint_names:
+            jn += "_frame"
+        links.add(ln)
+        joint_names.add(jn)
+        ET.SubElement(robot, "link", name=ln)
+        j = ET.SubElement(robot, "joint", name=jn, type="fixed")
         _origin(j, P["frame_E"][f].T, P["frame_r"][f])
-        ET.SubElement(j, "parent", link=link_of[int(b)])
-        ET.SubElement(j, "child", link=nm)
+        ET.SubElement(j, "parent", link=link_of[b])
+        ET.SubElement(j, "child", link=ln)
     ET.indent(robot)
     return ET.tostring(robot, encoding="unicode") + "\n"
 
