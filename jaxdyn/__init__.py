@@ -19,7 +19,7 @@ from .kinematics import (forward_kinematics as forward_kinematics, frame_pose as
                          frame_poses as frame_poses, frame_jacobian as frame_jacobian,
                          frame_velocity as frame_velocity, frame_acceleration as frame_acceleration,
                          inverse_kinematics as inverse_kinematics)
-from . import saha as saha, operators as operators
+from . import saha as saha, operators as operators, viewer as viewer
 from .dynamics.virtual_work import virtual_work as virtual_work
 from .dynamics.rnea import joint_wrenches as joint_wrenches
 from .dynamics.energy import (kinetic_energy as kinetic_energy, potential_energy as potential_energy,
@@ -47,6 +47,6 @@ __version__ = "0.2.0"
 # The public names: the re-exports above and these namespaces (the package's other
 # subpackages, e.g. jaxdyn.dynamics and jaxdyn.batching, are importable but not listed).
 _NAMESPACES = {"spatial", "errors", "robots", "mechanisms", "integrators", "kinematics", "sysid", "trajopt", "saha",
-               "operators"}
+               "operators", "mjcf", "viewer"}
 __all__ = sorted(n for n, v in dict(globals()).items() if not n.startswith("_")
                  and (not hasattr(v, "__path__") and not hasattr(v, "__file__") or n in _NAMESPACES))

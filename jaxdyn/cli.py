@@ -222,7 +222,7 @@ def _outputs(st: _Setup, t, Qs, Vs, Ts, acc, rej, wall):
         res = jax.jit(jax.vmap(lambda q: jaxdyn.constraint_residual(st.closed, q)))(jnp.asarray(Qs[0]))
         drift = np.abs(np.asarray(res)).max(1)
     return write_outputs(st.out, st.model, st.cfg, t, Qs, Vs, Ts, st.traj_fn, acc, rej, wall, drift=drift,
-                         started=st.started)
+                         started=st.started, closed=st.closed)
 
 
 def simulate(args):
@@ -254,6 +254,11 @@ def main(argv=None):
         a.add_argument("config", nargs="?", default=None,
                        help=f"TOML file or built-in name: {', '.join(builtin_configs(cmd))}")
         a.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
+    v = sub.add_parser("view", help="write the animation (one HTML file) of a run folder or a trajectory.csv")
+    v.add_argument("path", help="a run folder (with trajectory.csv and summary.txt) or a trajectory CSV")
+    v.add_argument("--robot", default=None, help="the robot (built-in name, urdf:PATH, erd:NAME, mjcf:PATH); "
+                   "default: the robot of the config named in the run's summary.txt")
+    v.add_argument("--out", default=None, help="the HTML file (default: animation.html beside the CSV)")
     started = time.perf_counter()
     args = p.parse_args(argv)
     args.started = started          # the command's start, for the summaries' wall times
@@ -268,6 +273,9 @@ def main(argv=None):
             return run(args)
         if args.cmd == "identify":
             from .apps.identify_cli import run
+            return run(args)
+        if args.cmd == "view":
+            from .apps.view_cli import run
             return run(args)
     except KeyboardInterrupt:       # Ctrl-C: one line, the shell's 128 + SIGINT
         print(f"jaxdyn: {args.cmd} interrupted", file=sys.stderr)

@@ -103,9 +103,11 @@ def plot_curve(path, title, y, xlabel, ylabel):
     return True
 
 
-def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wall, drift=None, started=None):
+def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wall, drift=None, started=None,
+                  closed=None):
     """Q, V, Tau: (batch, steps + 1, n).  Writes files for copy 0; returns the summary text.
-    ``drift`` (steps + 1,): max |constraint residual| per sample of a closed model (plotted);
+    ``drift`` (steps + 1,): max |constraint residual| per sample of a closed model (plotted;
+    ``closed`` that ClosedModel, whose contact frames the animation shows);
     ``wall`` the rollout's seconds, ``started`` the command's ``time.perf_counter()`` start."""
     import jax
 
@@ -117,7 +119,10 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     q, v, tau = Q[0], V[0], Tau[0]
     n, nv = model.nq, model.nv
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, q, v, tau)
-    files = ["trajectory.csv"]
+    from .viewer import animate
+    animate(closed if closed is not None else model, q, os.path.join(out, "animation.html"), t=t,
+            title=f"{cfg['name']} ({model.name})")
+    files = ["trajectory.csv", "animation.html"]
     forced = traj_fn is not None
     qdes = np.asarray(jax.vmap(lambda tt: traj_fn(tt)[0])(t)) if forced else None
 

@@ -17,7 +17,8 @@ def test_identify_default_runs_and_writes(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["identify"]) == 0
     out = tmp_path / "jaxdyn-out" / "identify_puma"
-    for f in ("parameters.csv", "base_parameters.csv", "params.png", "residuals.png", "loss.png", "summary.txt"):
+    for f in ("parameters.csv", "base_parameters.csv", "identified.urdf", "animation.html", "params.png",
+              "residuals.png", "loss.png", "summary.txt"):
         assert (out / f).is_file(), f
     s = _summary(out / "summary.txt")
     assert "all valid" in s
@@ -88,6 +89,12 @@ def test_trajopt_default_runs_replays_and_beats_cycloidal(tmp_path, monkeypatch)
     import jax.numpy as jnp
     m = jaxdyn.robots.puma560()
     X, dt, n = _check_replay(m, out, np.zeros(6), qT)
+    # the animation plays the CSV's trajectory (the poses it embeds are frame_poses of the CSV's q)
+    from jaxdyn.viewer import read_scene
+    rob = read_scene(out / "animation.html")["robots"][0]
+    k = np.searchsorted(X[:, 0], np.asarray(rob["t"]) - 1e-12)
+    _, p = jaxdyn.frame_poses(m, jnp.asarray(X[k[-1], 1:7]))
+    np.testing.assert_allclose(np.asarray(rob["poses"][-1]).reshape(-1, 12)[:, :3], np.asarray(p)[:m.nb], atol=1e-9)
     T = dt * n
     cyc = jaxdyn.rollout(m, jnp.zeros(6), jnp.zeros(6),
                          jaxdyn.integrators.computed_torque(m, jaxdyn.integrators.cycloidal(jnp.zeros(6), jnp.asarray(qT), T), 100.0, 20.0),

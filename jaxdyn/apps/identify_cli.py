@@ -275,7 +275,7 @@ def run(args) -> int:
                                  else '; '.join(lim_lines) if lim_lines else "respected by the excitation"),
              wall_time_line(wall, getattr(args, "started", None), "identification")]
     _write(out, name, true, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
-           np.asarray(fit.history), lines)
+           np.asarray(fit.history), lines, np.asarray(Qm), e["dt"])
     print("\n".join(lines))
     return 0
 
@@ -299,7 +299,10 @@ def signal_to_noise(tau, fitted, noise_std):
     return np.sqrt(np.maximum(var - s ** 2, 0.0)) / np.maximum(s, 1e-300), how
 
 
-def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines):
+def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines,
+           Q_data, dt):
+    """The files of a run; ``Q_data`` (N, nq) the identification data's configurations at
+    spacing ``dt`` (animated with the identified model)."""
     import numpy as np
 
     from ..output import PLOTS_SKIPPED, dof_labels, plot_columns, plot_curve, pyplot
@@ -316,17 +319,21 @@ def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, t
     from ..errors import ModelError
     from ..io.urdf_out import save_urdf
     from .sysid import with_inertial_parameters
+    from ..viewer import animate
     urdf = ["identified.urdf"]
+    identified = with_inertial_parameters(model, np.asarray(pi_c))
+    animate(identified, Q_data, os.path.join(out, "animation.html"), t=np.arange(len(Q_data)) * dt,
+            title=f"{name}: identification data, identified model")
     try:        # the model with the consistent estimate's masses, COMs and inertias
         with warnings.catch_warnings(record=True) as caught:       # e.g. a gravity URDF cannot hold
             warnings.simplefilter("always")
-            save_urdf(with_inertial_parameters(model, np.asarray(pi_c)), os.path.join(out, "identified.urdf"))
+            save_urdf(identified, os.path.join(out, "identified.urdf"))
         notes = [f"identified.urdf: {w.message}" for w in caught]
     except ModelError as e:
         urdf, notes = [], [f"identified.urdf not written: {e}"]
     lines = lines[:-1] + notes + lines[-1:]          # before the wall-time line
     plt = pyplot()
-    files = ["parameters.csv", "base_parameters.csv"] + urdf + (["params.png", "residuals.png", "loss.png"]
+    files = ["parameters.csv", "base_parameters.csv"] + urdf + ["animation.html"] + (["params.png", "residuals.png", "loss.png"]
                                                                if plt is not None else []) + ["summary.txt"]
     with open(os.path.join(out, "summary.txt"), "w") as fh:
         fh.write("\n".join(lines + ([] if plt is not None else [PLOTS_SKIPPED]) + ["files: " + ", ".join(files)])

@@ -334,19 +334,22 @@ def run(args) -> int:
     from ..output import dof_labels
     target = np.full(nq, np.nan)
     target[np.arange(nq) if full else tj] = qT
-    _write(out, f"{name} ({model.name})", dt, Q, V, U, hist, cyc, lines, dof_labels(model), target)
+    _write(out, f"{name} ({model.name})", dt, Q, V, U, hist, cyc, lines, dof_labels(model), target,
+           closed if closed is not None else model)
     print("\n".join(lines))
     return 0
 
 
-def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target):
+def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target, model):
     import numpy as np
 
     from ..output import PLOTS_SKIPPED, plot_columns, plot_curve, write_trajectory_csv
+    from ..viewer import animate
     os.makedirs(out, exist_ok=True)
     t = np.arange(Q.shape[0]) * dt
     Uf = np.vstack([U, U[-1:]])
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, Q, V, Uf)
+    animate(model, Q, os.path.join(out, "animation.html"), t=t, title=f"{name}: optimized trajectory")
     plotted = plot_curve(os.path.join(out, "cost.png"), f"{name}: cost curve", hist, "iteration",
                          "objective (augmented Lagrangian)")
     same = Q.shape[1] == Uf.shape[1]          # vector-space joints: one q per dof
@@ -357,5 +360,6 @@ def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target):
                  lambda j: f"{labels[j][0]} ({labels[j][3]})", label="optimized", other=cyc,
                  other_label="cycloidal", other_t=t[:-1])
     with open(os.path.join(out, "summary.txt"), "w") as fh:
-        fh.write("\n".join(lines + (["files: trajectory.csv, cost.png, joints.png, torques.png, summary.txt"]
-                                     if plotted else [PLOTS_SKIPPED, "files: trajectory.csv, summary.txt"])) + "\n")
+        fh.write("\n".join(lines + (["files: trajectory.csv, animation.html, cost.png, joints.png, torques.png, "
+                                      "summary.txt"] if plotted else
+                                     [PLOTS_SKIPPED, "files: trajectory.csv, animation.html, summary.txt"])) + "\n")

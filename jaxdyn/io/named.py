@@ -41,18 +41,21 @@ def _erd(name):
 def robot_by_name(name):
     """A built-in robot ("puma560", "stanford_arm", "planar3", "double_pendulum"), a closed
     mechanism of :data:`jaxdyn.mechanisms.MECHANISMS` (returned as (ClosedModel, q0)), or
-    "urdf:PATH", or "erd:NAME" (a URDF of the example-robot-data package: a short name of
+    "urdf:PATH", "mjcf:PATH" (:func:`jaxdyn.load_mjcf`: a Model, or a ClosedModel), or "erd:NAME" (a URDF of the example-robot-data package: a short name of
     :data:`ERD_URDFS` or a path under its ``robots`` folder).  Unknown names raise
     :class:`ConfigError` listing the known ones."""
     from . import robots, mechanisms
     from .urdf import load_urdf
     if name.startswith("urdf:"):
         return load_urdf(name[5:])
+    if name.startswith("mjcf:"):
+        from .mjcf import load_mjcf
+        return load_mjcf(name[5:])
     if name.startswith("erd:"):
         return load_urdf(_erd(name[4:]))
     if name in mechanisms.MECHANISMS:
         return mechanisms.MECHANISMS[name]()
     if name not in BUILTIN:
         raise ConfigError(f"robot.name {name!r} unknown; use one of "
-                          f"{sorted(BUILTIN) + sorted(mechanisms.MECHANISMS)}, urdf:PATH or erd:NAME")
+                          f"{sorted(BUILTIN) + sorted(mechanisms.MECHANISMS)}, urdf:PATH, mjcf:PATH or erd:NAME")
     return getattr(robots, name)()

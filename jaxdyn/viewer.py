@@ -1,0 +1,153 @@
+"""Animation viewer: one self-contained HTML file that plays trajectories in any browser, with
+no network (a canvas renderer written for jaxdyn, no JavaScript library).
+
+Drawn per robot: a capsule from each body's origin to each child's joint origin (and to the
+COM of a leaf), a dot at each joint, a translucent box of each body's equivalent inertia (the
+uniform box with the body's mass and principal moments, at the COM along the principal axes),
+and for a :class:`~jaxdyn.ClosedModel` the contact frames of its constraints (RGB axes, a dashed
+line between the two frames of a constraint).  Several robots play side by side, each shifted
+along the scene's horizontal axis.  Controls: play / pause (space), time slider, speed, orbit
+(drag) and zoom (wheel); ``animation.html#t=1.5&paused`` opens paused at t = 1.5 s.
+
+The page embeds, per robot and per sample, the world pose of every body frame: ``scene(...)``
+returns that data (``robots[k]["poses"][n]`` = [p (3), R row-major (9)] per body, R body ->
+world, 12 significant digits), equal to :func:`jaxdyn.frame_poses` of the trajectory at the
+embedded times
+(``robots[k]["t"]``, at most ``max_samples`` samples, evenly strided).
+"""
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+
+import numpy as np
+
+MAX_SAMPLES = 1500
+"""Samples embedded per robot by default (a longer trajectory is strided)."""
+
+
+def _as_arrays(traj, t):
+    """(t (N,), Q (N, nq)) from a Trajectory, a (t, Q) pair or an array Q with t."""
+    if hasattr(traj, "q") and hasattr(traj, "t"):
+        return np.asarray(traj.t, float), np.asarray(traj.q, float)
+    Q = np.asarray(traj, float)
+    if Q.ndim != 2:
+        raise ValueError(f"animate: a trajectory is a jaxdyn Trajectory or an array Q (N, nq), got shape {Q.shape}")
+    t = np.arange(len(Q), dtype=float) if t is None else np.asarray(t, float)
+    if t.shape != (len(Q),):
+        raise ValueError(f"animate: t must have shape ({len(Q)},), got {t.shape}")
+    return t, Q
+
+
+def _rows(a):
+    """Rows of ``a`` (N, ...) as lists of floats at 12 significant digits (the page's size)."""
+    a = np.asarray(a, float).reshape(len(a), -1)
+    return [[float(f"{x:.12g}") for x in row] for row in a]
+
+
+def _geometry(tree):
+    """Links (body, child joint origin or leaf COM, body frame) and inertia boxes (body, COM,
+    principal axes, half sizes) of a tree."""
+    r, com = np.asarray(tree.Xtree_r, float), np.asarray(tree.com, float)
+    mass, inertia = np.asarray(tree.mass, float), np.asarray(tree.inertia, float)
+    parent = tree.parent
+    links, boxes = [], []
+    for i in range(tree.nb):
+        kids = [c for c in range(tree.nb) if parent[c] == i]
+        for c in kids:
+            links.append([i, r[c].tolist()])
+        if not kids and np.linalg.norm(com[i]) > 1e-9:
+            links.append([i, com[i].tolist()])
+        if mass[i] > 0:
+            w, V = np.linalg.eigh(inertia[i])
+            side2 = 6.0 * (w.sum() - 2 * w) / mass[i]          # a^2 = 6 (I2 + I3 - I1) / m
+            half = 0.5 * np.sqrt(np.clip(side2, 0.0, None))
+            if np.all(np.isfinite(half)) and half.max() > 0:
+                boxes.append([i, com[i].tolist(), V.tolist(), half.tolist()])
+    return links, boxes
+
+
+def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES) -> dict:
+    """The data :func:`animate` embeds: one model (tree or ClosedModel) and one trajectory, or
+    lists of each (robots side by side).  See the module docstring."""
+    import jax
+
+    from .kinematics import frame_poses
+    if not isinstance(models, (list, tuple)):
+        models, trajs = [models], [trajs]
+    if len(models) != len(trajs):
+        raise ValueError(f"animate: {len(models)} models but {len(trajs)} trajectories")
+    names = list(names) if names is not None else None
+    robots, lo, hi = [], [], []
+    for k, (model, traj) in enumerate(zip(models, trajs)):
+        tree = getattr(model, "model", model)
+        tk, Q = _as_arrays(traj, t)
+        if Q.shape[1] != tree.nq:
+            raise ValueError(f"animate: robot {k} ({tree.name!r}) has nq = {tree.nq}, its trajectory {Q.shape[1]} "
+                             "columns")
+        if not np.all(np.asarray(tree.frame_body)[:tree.nb] == np.arange(tree.nb)):
+            raise ValueError(f"animate: robot {k} ({tree.name!r}): its first nb frames must be its body frames")
+        idx = np.unique(np.linspace(0, len(Q) - 1, min(len(Q), max_samples)).round().astype(int))
+        R, p = jax.jit(jax.vmap(frame_poses, (None, 0)))(tree, jax.numpy.asarray(Q[idx]))
+        R, p = np.asarray(R, float), np.asarray(p, float)
+        poses = np.concatenate([p[:, :tree.nb, :], R[:, :tree.nb].reshape(len(idx), tree.nb, 9)], -1)
+        links, boxes = _geometry(tree)
+        rob = dict(name=names[k] if names else tree.name, t=tk[idx].tolist(), parent=tree.parent.tolist(),
+                   poses=_rows(poses), links=links, boxes=boxes)
+        if hasattr(model, "frames_a"):        # a ClosedModel: its contact frames
+            fr = sorted({f for f in model.frames_a + model.frames_b if f >= 0})
+            col = {f: j for j, f in enumerate(fr)}
+            rob["contacts"] = dict(
+                poses=_rows(np.concatenate([p[:, fr, :], R[:, fr].reshape(len(idx), len(fr), 9)], -1)),
+                pairs=[[col.get(a, -1), col.get(b, -1)] for a, b in zip(model.frames_a, model.frames_b)])
+        robots.append(rob)
+        # bounds: body origins and COMs over the trajectory
+        pts = np.concatenate([p[:, :tree.nb], p[:, :tree.nb] + np.einsum("nbij,bj->nbi", R[:, :tree.nb],
+                                                                            np.asarray(tree.com, float))], 1)
+        lo.append(pts.reshape(-1, 3).min(0) if tree.nb else np.zeros(3))
+        hi.append(pts.reshape(-1, 3).max(0) if tree.nb else np.zeros(3))
+    g = np.asarray(getattr(models[0], "model", models[0]).gravity, float)
+    up = -g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else np.array([0.0, 0.0, 1.0])
+    sizes = [max(float(np.max(h - lw)), 0.2) for lw, h in zip(lo, hi)]
+    across = np.cross(up, [1.0, 0, 0]) if abs(up[0]) < 0.9 else np.cross(up, [0, 1.0, 0])
+    across /= np.linalg.norm(across)
+    spacing = 1.5 * max(sizes)
+    centers = []
+    for k, rob in enumerate(robots):
+        off = across * spacing * (k - (len(robots) - 1) / 2) - 0.5 * (lo[k] + hi[k]) * (len(robots) > 1)
+        off -= up * np.dot(up, off)          # shift across, not up or down
+        rob["offset"] = off.tolist()
+        centers.append(0.5 * (lo[k] + hi[k]) + off)
+    center = np.mean(centers, 0)
+    low = max(float(np.dot(up, center - (lo[k] + np.asarray(robots[k]["offset"])))) for k in range(len(robots)))
+    extent = max(0.5 * spacing * len(robots), max(sizes))
+    return dict(robots=robots, up=up.tolist(), center=center.tolist(), extent=extent, low=low,
+                radius=0.025 * max(sizes))
+
+
+def animate(models, trajs, path, t=None, title=None, names=None, max_samples=MAX_SAMPLES) -> str:
+    """Write the animation of ``trajs`` (Trajectory, or Q (N, nq) with times ``t``) of
+    ``models`` (one or a list) to the HTML file ``path``; returns the path."""
+    data = scene(models, trajs, t, names, max_samples)
+    template = resources.files("jaxdyn").joinpath("viewer.html").read_text()
+    title = title or " | ".join(r["name"] for r in data["robots"])
+    html = (template.replace("__TITLE__", _escape(title))
+            .replace("__SCENE__", json.dumps(data, separators=(",", ":")).replace("</", "<\\/")))
+    d = os.path.dirname(os.path.abspath(str(path)))
+    os.makedirs(d, exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(html)
+    return str(path)
+
+
+def _escape(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def read_scene(path) -> dict:
+    """The scene embedded in an HTML file written by :func:`animate`."""
+    with open(path) as fh:
+        text = fh.read()
+    a = text.index('<script id="scene" type="application/json">') + len('<script id="scene" type="application/json">')
+    return json.loads(text[a:text.index("</script>", a)].replace("<\\/", "</"))

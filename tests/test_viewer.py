@@ -1,0 +1,103 @@
+"""The animation viewer: the body (and contact-frame) poses embedded in the HTML equal
+frame_poses of the trajectory at the embedded times; headless Chromium (Debian's ``chromium``)
+loads the pages without a JavaScript error and draws a robot that moves between two times;
+``jaxdyn view`` rebuilds the page of a run folder."""
+import shutil
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdyn
+from jaxdyn import viewer
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    d = tmp_path_factory.mktemp("viewer")
+    puma = jaxdyn.robots.puma560()
+    tr = jaxdyn.rollout(puma, jnp.full(6, 0.3), jnp.zeros(6), None, 0.01, 150)
+    cm, q0 = jaxdyn.mechanisms.MECHANISMS["four_bar"]()
+    tr4 = jaxdyn.rollout(cm, q0, jnp.zeros(cm.model.nv), None, 0.005, 150, stabilization=(10.0, 10.0))
+    free = jaxdyn.robots.random_tree(5, seed=3, joint_types=("revolute", "spherical"), floating_base=True)
+    qf = jaxdyn.random_configuration(free, jax.random.PRNGKey(0))
+    trf = jaxdyn.rollout(free, qf, jnp.ones(free.nv), None, 0.01, 100)
+    one = viewer.animate(puma, tr, d / "puma.html")
+    many = viewer.animate([puma, cm, free], [tr, tr4, trf], d / "three.html", max_samples=60)
+    return dict(one=(one, [puma], [tr]), many=(many, [puma, cm, free], [tr, tr4, trf]))
+
+
+@pytest.mark.parametrize("page", ["one", "many"])
+def test_embedded_frames_are_frame_poses(pages, page):
+    path, models, trajs = pages[page]
+    sc = viewer.read_scene(path)
+    assert len(sc["robots"]) == len(models)
+    for rob, model, tr in zip(sc["robots"], models, trajs):
+        tree = getattr(model, "model", model)
+        t = np.asarray(tr.t)
+        idx = np.searchsorted(t, np.asarray(rob["t"]) - 1e-12)
+        np.testing.assert_allclose(t[idx], rob["t"], atol=1e-12)
+        R, p = jax.vmap(jaxdyn.frame_poses, (None, 0))(tree, tr.q[idx])
+        P = np.asarray(rob["poses"]).reshape(len(idx), -1, 12)
+        nb = tree.nb
+        np.testing.assert_allclose(P[:, :, :3], np.asarray(p)[:, :nb], atol=1e-9)
+        np.testing.assert_allclose(P[:, :, 3:], np.asarray(R)[:, :nb].reshape(len(idx), nb, 9), atol=1e-9)
+        if hasattr(model, "frames_a"):       # contact frames of the closed model
+            fr = sorted({f for f in model.frames_a + model.frames_b if f >= 0})
+            C = np.asarray(rob["contacts"]["poses"]).reshape(len(idx), -1, 12)
+            np.testing.assert_allclose(C[:, :, :3], np.asarray(p)[:, fr], atol=1e-9)
+
+
+def _chromium(url, tmp_path, name, *extra):
+    if CHROMIUM is None:
+        pytest.skip("chromium not installed (Debian: apt-get install chromium; .ci/run installs it)")
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=800,600",
+           *extra, url]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def _png(tmp_path, url, name):
+    from matplotlib.image import imread
+    out = tmp_path / name
+    _chromium(url, tmp_path, name, f"--screenshot={out}")
+    assert out.is_file(), f"no screenshot of {url}"
+    return imread(str(out))[:, :, :3]
+
+
+@pytest.mark.parametrize("page", ["one", "many"])
+def test_chromium_draws_a_moving_robot(pages, page, tmp_path):
+    path = str(pages[page][0])
+    dom = _chromium(f"file://{path}#t=0&paused", tmp_path, "dom", "--dump-dom").stdout
+    assert 'data-drawn="1"' in dom and "data-error" not in dom, dom[-2000:]
+    sc = viewer.read_scene(path)
+    t_end = max(r["t"][-1] for r in sc["robots"])
+    a = _png(tmp_path, f"file://{path}#t=0&paused", "a.png")
+    b = _png(tmp_path, f"file://{path}#t={t_end:.6f}&paused", "b.png")
+    view = (slice(0, a.shape[0] - 60), slice(None))          # the canvas, not the control bar
+    # not blank: the robots' colours on the light background; moved: the two times differ
+    colours = len(np.unique((a[view] * 255).astype(int).reshape(-1, 3), axis=0))
+    assert colours > 50, colours
+    changed = np.mean(np.any(np.abs(a[view] - b[view]) > 0.1, axis=-1))
+    assert changed > 0.002, changed
+
+
+def test_view_command_rebuilds_a_run(tmp_path, monkeypatch, capsys):
+    from jaxdyn.cli import main
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "short.toml"
+    cfg.write_text('[robot]\nname = "planar3"\n[simulation]\nT = 0.2\ndt = 0.01\nintegrator = "rk4"\n')
+    assert main(["simulate", str(cfg), "--out", "run"]) == 0      # writes run/animation.html
+    first = viewer.read_scene(tmp_path / "run" / "animation.html")
+    (tmp_path / "run" / "animation.html").unlink()
+    with pytest.raises(SystemExit):
+        main(["view"])
+    assert main(["view", "run", "--robot", "planar3"]) == 0
+    assert viewer.read_scene(tmp_path / "run" / "animation.html")["robots"][0]["poses"] == first["robots"][0]["poses"]
+    # the robot from the config named in summary.txt needs that config: here a file in the cwd
+    assert main(["view", "run"]) == 2 and "pass --robot" in capsys.readouterr().err
+    assert main(["view", "run", "--robot", "puma560"]) == 2      # nq 6 vs the CSV's 3 columns
+    assert "is it the run's robot" in capsys.readouterr().err
