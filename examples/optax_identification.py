@@ -70,4 +70,5 @@ def main(steps=400, n=256, noise=0.05):
 
 
 if __name__ == "__main__":
-    main()
+    import os
+    main(*((20, 32) if os.environ.get("JAXDYN_EXAMPLE_SMALL") else ()))   # the test suite's smoke run

@@ -3,7 +3,8 @@ no network (a canvas renderer written for jaxdyn, no JavaScript library).
 
 Drawn per robot: a capsule from each body's origin to each child's joint origin (and to the
 COM of a leaf), a dot at each joint, a translucent box of each body's equivalent inertia (the
-uniform box with the body's mass and principal moments, at the COM along the principal axes),
+uniform box with the body's mass and principal moments, at the COM along the principal axes;
+each half size at most a quarter of the robot's extent, as some URDFs inflate inertias),
 and for a :class:`~jaxdyn.ClosedModel` the contact frames of its constraints (RGB axes, a dashed
 line between the two frames of a constraint).  Several robots play side by side, each shifted
 along the scene's horizontal axis.  Controls: play / pause (space), time slider, speed, orbit
@@ -115,6 +116,8 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES) -> dict:
     spacing = 1.5 * max(sizes)
     centers = []
     for k, rob in enumerate(robots):
+        for box in rob["boxes"]:          # an inertia box no wider than half the robot (inflated URDF inertias)
+            box[3] = np.minimum(box[3], 0.25 * sizes[k]).tolist()
         off = across * spacing * (k - (len(robots) - 1) / 2) - 0.5 * (lo[k] + hi[k]) * (len(robots) > 1)
         off -= up * np.dot(up, off)          # shift across, not up or down
         rob["offset"] = off.tolist()
