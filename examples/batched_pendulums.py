@@ -5,7 +5,6 @@ whose mass leaves differ, run with ``vmap(rollout)``.  Prints the throughput.
 
     python examples/batched_pendulums.py [N]
 """
-import os
 import sys
 import time
 
@@ -15,7 +14,9 @@ import numpy as np
 
 import jaxdyn
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else (64 if os.environ.get("JAXDYN_EXAMPLE_SMALL") else 4096)
+from _common import SMALL
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else (64 if SMALL else 4096)
 base = jaxdyn.from_dh([[1.0, 0, 0, 0], [1.0, 0, 0, 0]], mass=[1.0, 1.0], r=[[0.5, 0, 0]] * 2,
                       inertia=[[0, 1 / 12, 1 / 12]] * 2, gravity=(0.0, -9.81, 0.0), name="double_pendulum")
 masses = jnp.asarray(np.random.default_rng(0).uniform(0.5, 2.0, (N, 2)))

@@ -70,5 +70,5 @@ def main(steps=400, n=256, noise=0.05):
 
 
 if __name__ == "__main__":
-    import os
-    main(*((20, 32) if os.environ.get("JAXDYN_EXAMPLE_SMALL") else ()))   # the test suite's smoke run
+    from _common import SMALL
+    main(*((20, 32) if SMALL else ()))      # the test suite's smoke run

@@ -3,14 +3,14 @@ and PUMA (Figs. 4-7).  Writes ./jaxdyn-out/<config>/ for each of the six built-i
 
     python examples/saha_experiments.py
 """
-import os
 import sys
 
 from jaxdyn.cli import main
 
+from _common import SMALL      # the test suite's smoke run: two of the six
+
 if __name__ == "__main__":
-    small = os.environ.get("JAXDYN_EXAMPLE_SMALL")      # the test suite's smoke run: two of them
-    for cfg in (("planar3_forced", "puma_freefall") if small else
+    for cfg in (("planar3_forced", "puma_freefall") if SMALL else
                 ("planar3_freefall", "planar3_forced", "stanford_freefall", "stanford_forced",
                  "puma_freefall", "puma_forced")):
         rc = main(["simulate", cfg])

@@ -26,9 +26,9 @@ identified), base_parameters.csv, params.png, residuals.png, loss.png, summary.t
 from __future__ import annotations
 
 import os
-import warnings
 import sys
 import time
+import warnings
 
 import jax
 
@@ -333,8 +333,8 @@ def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, t
         urdf, notes = [], [f"identified.urdf not written: {e}"]
     lines = lines[:-1] + notes + lines[-1:]          # before the wall-time line
     plt = pyplot()
-    files = ["parameters.csv", "base_parameters.csv"] + urdf + ["animation.html"] + (["params.png", "residuals.png", "loss.png"]
-                                                               if plt is not None else []) + ["summary.txt"]
+    plots = ["params.png", "residuals.png", "loss.png"] if plt is not None else []
+    files = ["parameters.csv", "base_parameters.csv"] + urdf + ["animation.html"] + plots + ["summary.txt"]
     with open(os.path.join(out, "summary.txt"), "w") as fh:
         fh.write("\n".join(lines + ([] if plt is not None else [PLOTS_SKIPPED]) + ["files: " + ", ".join(files)])
                  + "\n")

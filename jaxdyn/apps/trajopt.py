@@ -172,13 +172,19 @@ def open_model(model):
     return model.model if isinstance(model, ClosedModel) else model
 
 
+def _through_limit(f, tau_limit, U):
+    """``L f(U / L)`` per entry where the limit L is finite, U where it is +inf (no inf enters
+    the branch ``jnp.where`` drops, so its gradient stays finite)."""
+    L = jnp.broadcast_to(tau_limit, U.shape)
+    fin = jnp.isfinite(L)
+    Lf = jnp.where(fin, L, 1.0)
+    return jnp.where(fin, Lf * f(U / Lf), U)
+
+
 def _limit(tau_limit, actuation, U):
     """``L tanh(U / L)`` (L = tau_limit, if any), times the actuation mask (if any)."""
     if tau_limit is not None:
-        L = jnp.broadcast_to(tau_limit, U.shape)
-        fin = jnp.isfinite(L)
-        Lf = jnp.where(fin, L, 1.0)             # no inf in the branch jnp.where drops (its gradient)
-        U = jnp.where(fin, Lf * jnp.tanh(U / Lf), U)
+        U = _through_limit(jnp.tanh, tau_limit, U)
     if actuation is not None:
         U = jnp.broadcast_to(actuation, U.shape) * U
     return U
@@ -206,9 +212,7 @@ def decision_from_torques(prob: Problem, U):
     the torque parametrization."""
     U = jnp.asarray(U, float)
     if prob.tau_limit is not None:
-        L = jnp.broadcast_to(prob.tau_limit, U.shape)
-        Lf = jnp.where(jnp.isfinite(L), L, 1.0)
-        U = jnp.where(jnp.isfinite(L), Lf * jnp.arctanh(jnp.clip(U / Lf, -0.999, 0.999)), U)
+        U = _through_limit(lambda x: jnp.arctanh(jnp.clip(x, -0.999, 0.999)), prob.tau_limit, U)
     return U if prob.scale is None else U / jnp.broadcast_to(prob.scale, U.shape)
 
 

@@ -55,17 +55,12 @@ _JTYPE = {_HINGE: J.REVOLUTE, _SLIDE: J.PRISMATIC, _BALL: J.SPHERICAL, _FREE: J.
 
 
 def quat_to_R(q):
-    """Rotation matrix of a unit quaternion [w, x, y, z] (MuJoCo's order)."""
+    """Rotation matrix of a quaternion [w, x, y, z] (MuJoCo's order), normalized: the numpy
+    twin of :func:`jaxdyn.spatial.rotations.quat_to_rot` for the loader's float64 host work."""
     w, x, y, z = np.asarray(q, float) / np.linalg.norm(q)
     return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
                      [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
                      [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
-def _rot(a, t):
-    """Rotation by angle t about unit axis a (Rodrigues)."""
-    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
-    return np.eye(3) + np.sin(t) * K + (1 - np.cos(t)) * K @ K
 
 
 def compile_mjcf(path_or_xml):
@@ -136,10 +131,9 @@ def _dropped(m, names):
     """Messages for the MuJoCo features this loader does not model."""
     out = []
     jn = names["joint"]
-    for what, arr in (("frictionloss", m.dof_frictionloss), ):
-        js = sorted({jn[m.dof_jntid[d]] for d in np.nonzero(arr)[0]})
-        if js:
-            out.append(f"joint {what} on {js[:6]}{' ...' if len(js) > 6 else ''}")
+    js = sorted({jn[m.dof_jntid[d]] for d in np.nonzero(m.dof_frictionloss)[0]})
+    if js:
+        out.append(f"joint frictionloss on {js[:6]}{' ...' if len(js) > 6 else ''}")
     js = [jn[j] for j in np.nonzero(m.jnt_stiffness)[0]]
     if js:
         out.append(f"joint springs (stiffness) on {js[:6]}{' ...' if len(js) > 6 else ''}")
@@ -189,7 +183,7 @@ def parse_mjcf(path_or_xml):
                                     "(its qpos is a world pose) is not supported")
                 Rj, r, p = np.eye(3), np.zeros(3), np.zeros(3)
             elif t == _HINGE:
-                Rj, r = R @ _rot(a, -ref), R @ p + o
+                Rj, r = R @ quat_to_R([np.cos(ref / 2), *(-np.sin(ref / 2) * a)]), R @ p + o   # R(a, -ref)
             else:   # slide (ref: a shift along the axis) or ball (no ref)
                 Rj, r = R, R @ (p - a * ref) + o
             bodies.append(dict(name=f"{bname[b]}:{jname[j]}", jname=jname[j], jt=_JTYPE[t], parent=jb, R=Rj, p=r,
@@ -297,11 +291,11 @@ def _free_and_balls(model):
 
 
 def _R_xyzw(q):
+    """Rotation of a free joint's stored quaternion (x, y, z, w), normalized."""
     import jax.numpy as jnp
-    x, y, z, w = q / jnp.linalg.norm(q)
-    return jnp.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                      [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                      [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+    from ..spatial.rotations import quat_to_rot
+    return quat_to_rot(q / jnp.linalg.norm(q))
 
 
 def from_mujoco(model, qpos, qvel=None, qacc=None, qfrc=None):
