@@ -212,6 +212,43 @@ def test_structured_methods_at_singular_stances():
                 assert int(r.rows) - int(r.rank) == int(ref.rows) - int(ref.rank), (label, method, r.rank, ref.rank)
 
 
+_BATCH_SCRIPT = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+import jaxdyn
+cm, q = jaxdyn.mechanisms.quadruped()
+ls = jaxdyn.legged_system(cm.model, q, ["LF_foot", "RF_foot", "LH_foot", "RH_foot"])
+B = 250
+st = jax.tree.map(lambda x: jnp.stack([x] * B), ls)
+Q, V = jnp.stack([jnp.asarray(q)] * B), jnp.zeros((B, ls.model.nv))
+T = jnp.asarray(np.random.default_rng(0).normal(size=(B, ls.model.nv)))
+f = jax.jit(jax.vmap(lambda s, q, v, t: jaxdyn.constrained_forward_dynamics(s, q, v, t, method="rccfd")))
+for i in range(50):
+    r = jax.block_until_ready(f(st, Q, V, T * (1 + 0.01 * i)))
+    assert float(jnp.max(jnp.abs(r.residual))) < 1e-8 and not bool(jnp.any(r.singular))
+print("done")
+"""
+
+
+def test_batched_structured_solve_does_not_stall():
+    """A 250-state batch of RCCFD on the quadruped, called 50 times, returns (in a subprocess
+    with a time limit).  Before: the rank diagnostic's batched eigendecomposition ran beside
+    the solver's batched Cholesky factorization, and jaxlib 0.10's LAPACK kernels, each
+    waiting on the intra-op pool for its batch's pieces, left XLA:CPU idle forever on the
+    first or second call (4 of 4 tries; 4 of 4 returned once the decomposition waits for the
+    solve)."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}    # XLA's defaults, as users run it
+    try:
+        out = subprocess.run([sys.executable, "-c", _BATCH_SCRIPT], capture_output=True, text=True, timeout=240,
+                             env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a 250-state batched rccfd call did not return within 240 s (XLA:CPU stall)")
+    assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]
+
+
 def test_type1_rollout_and_cli(tmp_path):
     """A PD-held quadruped stands for 1 s: the Lilly-Orin rollout follows the Schur rollout of the
     closed form, and the feet stay on the ground as well as with schur (dt = 4 ms, gains 10);

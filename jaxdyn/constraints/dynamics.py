@@ -224,7 +224,7 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
         check_state(cm.model, q=q, qd=qd, tau=tau)
         qdd, lam, A = legged_forward_dynamics(cm, q, qd, tau, method, stabilization)
         K = constraint_jacobian(cm.closed, q)                  # the feet's rows, to report the residual
-        rank, cond = diagnostics(A)
+        rank, cond = diagnostics(A, qdd)
         return ConstrainedResult(qdd, lam, K @ qdd - _rows_target(cm.closed, q, qd, K, stabilization), rank, cond,
                                  jnp.asarray(A.shape[0]))
     if isinstance(cm, GraspSystem):
@@ -235,7 +235,7 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
             raise ArgumentError(f"GraspSystem state: q ({cm.nq},), qd and tau ({cm.nv},) (object first, then "
                                 f"the arms), got {jnp.shape(q)}, {jnp.shape(qd)}, {jnp.shape(tau)}")
         qdd, lam, residual, Omega = (rccfd if method == "rccfd" else lilly_orin)(cm, q, qd, tau, stabilization)
-        rank, cond = diagnostics(Omega)
+        rank, cond = diagnostics(Omega, qdd)
         return ConstrainedResult(qdd, lam, residual, rank, cond, jnp.asarray(Omega.shape[0]))
     if not isinstance(cm, ClosedModel):
         raise ArgumentError(f"constrained_forward_dynamics needs a ClosedModel (jaxdyn.close_loops) or a "
@@ -267,7 +267,7 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
             lam_prev = -x[nv:]
         qdd, lam = x[:nv], lam_prev
     residual = K @ qdd - rhs
-    rank, cond = diagnostics(A)
+    rank, cond = diagnostics(A, qdd)
     return ConstrainedResult(qdd, lam, residual, rank, cond, jnp.asarray(A.shape[0]))
 
 
