@@ -100,6 +100,7 @@ def _setup(args) -> _Setup:
     from .apps.common import output_dir
     from .config import load_config, sim_steps
     from .errors import ConfigError
+    from .model.configuration import normalized_or_raise
 
     cfg = load_config(args.config)
     if args.robot:
@@ -129,10 +130,9 @@ def _setup(args) -> _Setup:
     if q0.shape != (model.nq,) or qd0.shape != (model.nv,):
         raise ConfigError(f"{cfg['name']}: initial.q0 must have {model.nq} and initial.qd0 {model.nv} "
                           f"entries for robot {model.name!r}; got {q0.shape[0]}, {qd0.shape[0]}")
-    qn = np.asarray(jaxdyn.normalize(model, q0))
-    if not np.allclose(qn, q0, atol=1e-9):
+    q0, changed = normalized_or_raise(model, q0, f"{cfg['name']}: initial.q0")
+    if changed:
         print("warning: initial.q0 had non-unit quaternions; normalized", file=sys.stderr)
-        q0 = qn
     if closed is not None:      # consistent initial conditions on the constraint manifold
         q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
         jaxdyn.constraints.check_assembled(closed, q0, f"{cfg['name']}: initial.q0")
@@ -153,7 +153,8 @@ def _setup(args) -> _Setup:
     if closed is not None and sim["method"] in ("rccfd", "lilly_orin"):
         from .io.mechanisms import STRUCTURED
         system = STRUCTURED[cfg["robot"]["name"]]()[0]      # same state layout, chain structure
-    return _Setup(cfg, output_dir(args.out, out_name), model, system, closed, q0, qd0, ctrl, traj_fn, sim_steps(cfg),
+    args.out_dir = output_dir(args.out, out_name)
+    return _Setup(cfg, args.out_dir, model, system, closed, q0, qd0, ctrl, traj_fn, sim_steps(cfg),
                   getattr(args, "started", None))
 
 
@@ -278,15 +279,23 @@ def main(argv=None):
             from .apps.view_cli import run
             return run(args)
     except KeyboardInterrupt:       # Ctrl-C: one line, the shell's 128 + SIGINT
-        print(f"jaxdyn: {args.cmd} interrupted", file=sys.stderr)
+        print(f"jaxdyn: {args.cmd} interrupted{_discarded(args)}", file=sys.stderr)
         return 130
     except SimulationError as e:    # the run failed numerically: exit 3
-        print(f"jaxdyn: error: {e}", file=sys.stderr)
+        print(f"jaxdyn: error: {e}{_discarded(args)}", file=sys.stderr)
         return 3
     except JaxdynError as e:        # bad input: exit 2, one line
-        print(f"jaxdyn: error: {e}", file=sys.stderr)
+        print(f"jaxdyn: error: {e}{_discarded(args)}", file=sys.stderr)
         return 2
     return 1
+
+
+def _discarded(args) -> str:
+    """Remove a failed run's output folder (``args.out_dir``, see :func:`jaxdyn.apps.common.discard`);
+    the words to add to its one-line message."""
+    from .apps.common import discard
+    out = getattr(args, "out_dir", None)
+    return f" (removed its output folder {out})" if discard(out) else ""
 
 
 if __name__ == "__main__":

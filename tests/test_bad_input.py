@@ -403,7 +403,39 @@ def test_cli_output_folder_never_mixed_or_lost(tmp_path, capsys, monkeypatch):
         raise KeyboardInterrupt
     monkeypatch.setattr(jaxdyn.cli, "_run", interrupted)
     rc, err = _cli(capsys, "planar3_freefall", "--out", tmp_path / "int")
-    assert rc == 130 and err.strip() == "jaxdyn: simulate interrupted"
+    assert rc == 130 and err.strip() == f"jaxdyn: simulate interrupted (removed its output folder {tmp_path / 'int'})"
+    assert not (tmp_path / "int").exists()          # nothing half-written is left
+
+
+def test_sigint_during_trajopt_compile(tmp_path):
+    """#47 item 7: Ctrl-C (a real SIGINT) while ``jaxdyn trajopt`` traces and compiles ends
+    with exit 130, one line on stderr, and no output folder (before: a segfault, exit 139, 2
+    of 2 tries, with the progress bar's host callback inside the compiled program)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}     # the command as users run it
+    p = subprocess.Popen([sys.executable, "-m", "jaxdyn.cli", "trajopt", "--out", str(out)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    deadline = time.time() + 60
+    while not out.exists() and p.poll() is None and time.time() < deadline:   # set up: compiling from here
+        time.sleep(0.2)
+    time.sleep(2.0)
+    assert p.poll() is None, "trajopt ended before it could be interrupted"
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        pytest.fail("trajopt did not stop within 120 s of SIGINT")
+    lines = [line for line in err.strip().splitlines() if line.startswith("jaxdyn")]
+    assert p.returncode == 130 and "Traceback" not in err, err
+    assert lines[-1] == f"jaxdyn: trajopt interrupted (removed its output folder {out})", err
+    assert not out.exists()
 
 
 _P2 = '[robot]\nname = "double_pendulum"\n[problem]\nT = 0.5\ndt = 0.05\nq_final = [0.1, 0.1]\n'
@@ -444,6 +476,32 @@ def test_tool_config_nonsense_is_named(tmp_path, capsys, cmd, text, match):
     assert main([cmd, str(cfg), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert re.search(match, err) and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+_BALL = """<mujoco><worldbody><body name="ball" pos="0 0 1"><freejoint name="base"/>
+<geom type="sphere" size="0.1" mass="1"/></body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("cmd,section,key", [("trajopt", "problem", "q_final"), ("trajopt", "problem", "q0"),
+                                             ("simulate", "initial", "q0")])
+def test_zero_quaternion_is_named(tmp_path, capsys, cmd, section, key):
+    """#47 item 10: a zero quaternion in a free joint's q (no rotation to renormalize to) was
+    accepted (NaN targets and states); now exit 2 naming the key, the joint and 'quaternion'."""
+    from jaxdyn.cli import main
+    xml = tmp_path / "ball.xml"
+    xml.write_text(_BALL)
+    zero, unit = "[0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]", "[0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]"
+    if cmd == "trajopt":
+        text = (f'[robot]\nname = "mjcf:{xml}"\n[problem]\nT = 0.4\ndt = 0.05\n'
+                f'q_final = {zero if key == "q_final" else unit}\nq0 = {zero if key == "q0" else unit}\n')
+    else:
+        text = f'[robot]\nname = "mjcf:{xml}"\n[simulation]\nT = 0.1\ndt = 0.01\n[initial]\nq0 = {zero}\n'
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    assert main([cmd, str(cfg), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"{section}.{key}: joint 'base' has a quaternion of norm 0" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()                # nothing written
 
 
 def _data(path, rows, nv=6, extra=None, encoding="utf-8", bom=False):
@@ -537,9 +595,16 @@ def test_closed_chain_api_catalogue():
         (ArgumentError, "contacts must be one kind", lambda: jaxdyn.mechanisms.arms_holding_box(2, contacts="glue")),
         (ArgumentError, "form must be 'closed' or 'legged'", lambda: jaxdyn.mechanisms.quadruped(form="x")),
     ]
+    traj = jaxdyn.integrators.Trajectory(np.arange(2.0), np.stack([q0, q0 * np.nan]), np.zeros((2, m.nv)),
+                                         np.zeros((2, m.nv)), 1, 0, False)
+    cases += [(ArgumentError, "needs a Model", lambda: jaxdyn.integrators.first_nonfinite(gs, traj)),
+              (ArgumentError, "needs a Trajectory", lambda: jaxdyn.integrators.first_nonfinite(m, (q0,)))]
     for err, match, call in cases:
         with pytest.raises(err, match=match):
             call()
+    # a system holding its tree (before: AttributeError) reports as its tree does
+    assert jaxdyn.integrators.first_nonfinite(cm, traj) == jaxdyn.integrators.first_nonfinite(m, traj)
+    assert jaxdyn.integrators.first_nonfinite(cm, traj)[0] == 1
     # a list of gains is the tuple it means (before: JAX's non-hashable static argument error)
     a = jaxdyn.constrained_forward_dynamics(cm, q0, z, z, stabilization=[2.0, 3.0]).qdd
     b = jaxdyn.constrained_forward_dynamics(cm, q0, z, z, stabilization=(2.0, 3.0)).qdd

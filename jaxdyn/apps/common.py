@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 
@@ -35,14 +36,26 @@ def output_dir(out, name):
     return path
 
 
+def discard(path):
+    """Remove the output folder ``path`` of a failed or interrupted run, with what the run wrote
+    into it (:func:`output_dir` gave an empty or new folder, so everything in it is the run's):
+    no half-written results are left.  Returns True when a folder was removed."""
+    if not path or not os.path.isdir(path):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return True
+
+
 def start(args, load):
     """The common start of a tool's run: float64 on, the config read by ``load(args.config)``,
-    the robot (``robot_by_name``) and the output folder (:func:`output_dir`) -> (cfg, out, robot)."""
+    the robot (``robot_by_name``) and the output folder (:func:`output_dir`) -> (cfg, out, robot).
+    The folder is also ``args.out_dir``, which :func:`jaxdyn.cli.main` discards on an error or Ctrl-C."""
     from ..io.named import robot_by_name
     jax.config.update("jax_enable_x64", True)
     cfg = load(args.config)
     robot = robot_by_name(cfg["robot"]["name"])
-    return cfg, output_dir(args.out, cfg["name"]), robot
+    args.out_dir = output_dir(args.out, cfg["name"])
+    return cfg, args.out_dir, robot
 
 
 def optax_promotion():

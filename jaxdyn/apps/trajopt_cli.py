@@ -180,6 +180,7 @@ def run(args) -> int:
     import numpy as np
 
     import jaxdyn
+    from ..model.configuration import normalized_or_raise
     from . import trajopt as to
 
     name = cfg["name"]
@@ -196,6 +197,9 @@ def run(args) -> int:
     tj = np.unique(tj.astype(int))
     full = "target_joints" not in p
     qT = _vec(cfg, "problem", "q_final", nq if full else tj.size, None)
+    q0 = normalized_or_raise(model, q0, f"{name}: problem.q0")[0]
+    if full:
+        qT = normalized_or_raise(model, qT, f"{name}: problem.q_final")[0]
     qdT = _vec(cfg, "problem", "qd_final", nv if full else tj.size, np.zeros(nv if full else tj.size))
     act = _vec(cfg, "problem", "actuated", nv, np.ones(nv)) if "actuated" in p else None
     if act is not None and (not np.all((act == 0) | (act == 1)) or not act.any()):

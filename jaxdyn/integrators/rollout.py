@@ -198,8 +198,15 @@ def _rollout(model, q0, qd0, controller_or_torques, dt, steps, stepper, method, 
 def first_nonfinite(model, traj: Trajectory):
     """Host-side report of a failed rollout: None if every sample is finite, else
     (sample index, time, description of the first non-finite quantity, e.g. "qd[3] (joint
-    'elbow') = nan").  Leading batch axes of ``traj`` are searched together."""
-    import numpy as np
+    'elbow') = nan").  Leading batch axes of ``traj`` are searched together.  ``model``: the
+    Model, or a system holding it as ``.model`` (a ClosedModel, a LeggedSystem)."""
+    from ..model.model import Model
+    if not isinstance(model, Model):
+        if not isinstance(getattr(model, "model", None), Model):
+            raise ArgumentError(f"first_nonfinite needs a Model (or a system with .model), got {type(model).__name__}")
+        model = model.model
+    if not all(hasattr(traj, k) for k in ("q", "qd", "t")):
+        raise ArgumentError(f"first_nonfinite needs a Trajectory (q, qd, t), got {type(traj).__name__}")
     Q, V, t = np.asarray(traj.q), np.asarray(traj.qd), np.asarray(traj.t)
     bad = ~(np.isfinite(Q).all(-1) & np.isfinite(V).all(-1))     # (..., steps + 1)
     bad = bad.reshape(-1, bad.shape[-1])

@@ -185,3 +185,38 @@ def normalize(model: Model, q):
             return qj.at[2:4].set(qj[2:4] / jnp.linalg.norm(qj[2:4]))
         return qj
     return _per_joint(model, f, (q,), "q", "q", q.dtype)
+
+
+_UNIT_PARTS = {J.SPHERICAL: slice(0, 4), J.FREE: slice(3, 7), J.REVOLUTE_UB: slice(0, 2), J.PLANAR: slice(2, 4)}
+"""The coordinates of each joint type that must have unit norm (quaternion, (cos, sin))."""
+
+
+def normalized_or_raise(model: Model, q, what: str = "q", tol: float = 1e-6):
+    """``q`` (nq,) with its quaternions and (cos, sin) pairs renormalized, outside jit (numpy).
+
+    Raises :class:`~jaxdyn.errors.ArgumentError` naming ``what`` and the joint when an entry is
+    not finite or a unit part has norm below ``tol`` (a zero quaternion has no rotation to
+    renormalize to).  Returns ``(q_unit, changed)``: ``changed`` is True when some norm differed
+    from 1 by more than 1e-9.
+    """
+    from ..errors import ArgumentError
+    q = np.array(q, dtype=float)
+    if q.shape != (model.nq,):
+        raise ArgumentError(f"{what} must have shape ({model.nq},) for {model.name!r}, got {q.shape}")
+    changed = False
+    for i, t in enumerate(model.topology.jtype):
+        name, sl = model.joint_names[i], model.joint_q(i)
+        qj = q[sl]
+        if not np.all(np.isfinite(qj)):
+            raise ArgumentError(f"{what}: joint {name!r} has non-finite coordinates {qj.tolist()}")
+        part = _UNIT_PARTS.get(J.JointType(int(t)))
+        if part is None:
+            continue
+        n = float(np.linalg.norm(qj[part]))
+        if n < tol:
+            kind = "(cos, sin) pair" if part.stop - part.start == 2 else "quaternion"
+            raise ArgumentError(f"{what}: joint {name!r} has a {kind} of norm {n:.3g} "
+                                f"(entries {qj[part].tolist()}); it must be a unit {kind}")
+        changed |= abs(n - 1.0) > 1e-9
+        q[sl][part] = qj[part] / n
+    return q, changed
