@@ -396,6 +396,28 @@ class Stack(Model):
         src, dst = self._dofs(j, "v")
         return jnp.asarray(x)[..., dst[np.argsort(src)]]
 
+    def lane_model(self, i) -> Model:
+        """Lane ``i`` as a :class:`jaxdyn.Model` in its member's layout and names, with the
+        lane's own parameters (e.g. randomized masses): the member robot as this lane has it."""
+        if not 0 <= i < len(self.lane_members):
+            raise ArgumentError(f"{self.name}: lane {i} is not in this stack (lanes 0..{len(self.lane_members) - 1})")
+        m = self.lane_members[i]
+        top, bmap = self.members[m], self.body_maps[m]
+        P = {k: np.asarray(getattr(self, k))[i] for k in PARAM_FIELDS}
+        u = np.asarray(bmap, int)
+        out = {k: P[k][u] for k in ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia")}
+        for kind, keys in (("v", ("armature", "damping", "effort_limit", "velocity_limit")),
+                           ("q", ("q_lower", "q_upper"))):
+            src, dst = _member_dofs(self.topology, top, bmap, kind)
+            for k in keys:
+                out[k] = np.zeros(len(src), P[k].dtype)
+                out[k][src] = P[k][dst]
+        f0 = sum(len(t.frame_names) for t in self.members[:m])
+        n = len(top.frame_names)
+        out["frame_E"], out["frame_r"] = P["frame_E"][f0:f0 + n], P["frame_r"][f0:f0 + n]
+        out["gravity"] = P["gravity"]
+        return Model(**{k: jnp.asarray(v) for k, v in out.items()}, topology=top, name=self.member_names[m])
+
     def lanes(self, members) -> "Stack":
         """The stack with one lane per entry of ``members`` (member indices, e.g.
         ``np.repeat(np.arange(4), 1024)`` for 1024 lanes of each of 4 robots): each lane holds

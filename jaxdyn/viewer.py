@@ -7,7 +7,8 @@ uniform box with the body's mass and principal moments, at the COM along the pri
 each half size at most a quarter of the robot's extent, as some URDFs inflate inertias),
 and for a :class:`~jaxdyn.ClosedModel` the contact frames of its constraints (RGB axes, a dashed
 line between the two frames of a constraint).  Several robots play side by side, each shifted
-along the scene's horizontal axis.  Controls: play / pause (space), time slider, speed, orbit
+along the scene's horizontal axis: a list of models, or a :class:`jaxdyn.Stack` with the
+trajectory of its lanes (a vmapped rollout), shown lane by lane in each member's own layout.  Controls: play / pause (space), time slider, speed, orbit
 (drag) and zoom (wheel); ``animation.html#t=1.5&paused`` opens paused at t = 1.5 s.
 
 The page embeds, per robot and per sample, the world pose of every body frame: ``scene(...)``
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 from importlib import resources
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,13 +71,51 @@ def _geometry(tree):
     return links, boxes
 
 
+MAX_LANES = 16
+"""A :class:`jaxdyn.Stack` of at most this many lanes is shown lane by lane; a larger one by the
+first lane of each member robot."""
+
+
+def _stack_lanes(st, traj, t, names):
+    """A Stack and its lanes' trajectory (a Trajectory or Q with leading lane axis, in the
+    union's layout) as lists of member models and member-layout trajectories, with names."""
+    tk, Q = (traj.t, traj.q) if hasattr(traj, "q") and hasattr(traj, "t") else (t, traj)
+    Q = np.asarray(Q, float)
+    lanes = len(st.lane_members)
+    if Q.ndim != 3 or Q.shape[0] != lanes or Q.shape[2] != st.nq:
+        raise ValueError(f"animate: a Stack of {lanes} lanes needs Q ({lanes}, N, {st.nq}) in the union's layout "
+                         f"(e.g. a vmapped rollout's Trajectory), got shape {Q.shape}")
+    shown = (range(lanes) if lanes <= MAX_LANES else
+             [st.lane_members.index(m) for m in sorted(set(st.lane_members))])
+    tk = None if tk is None else np.asarray(tk, float)
+    models, trajs, labels = [], [], []
+    for i in shown:
+        m = st.lane_members[i]
+        ti = None if tk is None else (tk[i] if tk.ndim == 2 else tk)
+        Qi = np.asarray(st.member_q(m, Q[i]))
+        models.append(st.lane_model(i))
+        trajs.append(_Samples(np.arange(len(Qi), dtype=float) if ti is None else ti, Qi))
+        labels.append(names[len(labels)] if names is not None else f"{st.member_names[m]} (lane {i})")
+    return models, trajs, labels
+
+
+class _Samples(NamedTuple):
+    t: np.ndarray
+    q: np.ndarray
+
+
 def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES) -> dict:
-    """The data :func:`animate` embeds: one model (tree or ClosedModel) and one trajectory, or
-    lists of each (robots side by side).  See the module docstring."""
+    """The data :func:`animate` embeds: one model (tree or ClosedModel) and one trajectory, a
+    list of each (robots side by side), or a :class:`jaxdyn.Stack` with its lanes' trajectory
+    (a vmapped rollout: every lane side by side, or the first lane of each member beyond
+    :data:`MAX_LANES` lanes).  See the module docstring."""
     import jax
 
+    from .batching import Stack
     from .kinematics import frame_poses
-    if not isinstance(models, (list, tuple)):
+    if isinstance(models, Stack):
+        models, trajs, names = _stack_lanes(models, trajs, t, names)
+    elif not isinstance(models, (list, tuple)):
         models, trajs = [models], [trajs]
     if len(models) != len(trajs):
         raise ValueError(f"animate: {len(models)} models but {len(trajs)} trajectories")
@@ -131,7 +171,8 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES) -> dict:
 
 def animate(models, trajs, path, t=None, title=None, names=None, max_samples=MAX_SAMPLES) -> str:
     """Write the animation of ``trajs`` (Trajectory, or Q (N, nq) with times ``t``) of
-    ``models`` (one or a list) to the HTML file ``path``; returns the path."""
+    ``models`` (one, a list, or a :class:`jaxdyn.Stack` with its lanes' trajectory, see
+    :func:`scene`) to the HTML file ``path``; returns the path."""
     data = scene(models, trajs, t, names, max_samples)
     template = resources.files("jaxdyn").joinpath("viewer.html").read_text()
     title = title or " | ".join(r["name"] for r in data["robots"])

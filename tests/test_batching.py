@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
+from jaxdyn.model.model import PARAM_FIELDS
 from jaxdyn import batching
 from helpers import close, urdf_path
 
@@ -214,3 +215,14 @@ def test_stack_lanes_and_rollout():
         close(st.member_q(j, trs.q[lane]), tr.q, 1e-11)
     with pytest.raises(jaxdyn.ArgumentError, match="member 3"):
         st.lanes([3])
+    # lane_model: each lane as its member Model (same topology and every parameter), with the
+    # lane's own parameters after a per-lane change
+    for lane, j in enumerate(st.lane_members):
+        m = st.lane_model(lane)
+        assert m.topology == ms[j].topology and m.name == ms[j].name
+        for k in PARAM_FIELDS:
+            np.testing.assert_array_equal(np.asarray(getattr(m, k)), np.asarray(getattr(ms[j], k)), err_msg=k)
+    heavy = st.replace(mass=st.mass * jnp.arange(1.0, 5.0)[:, None])
+    np.testing.assert_array_equal(np.asarray(heavy.lane_model(2).mass), 3 * np.asarray(ms[1].mass))
+    with pytest.raises(jaxdyn.ArgumentError, match="lane 4"):
+        st.lane_model(4)

@@ -28,14 +28,26 @@ def pages(tmp_path_factory):
     trf = jaxdyn.rollout(free, qf, jnp.ones(free.nv), None, 0.01, 100)
     one = viewer.animate(puma, tr, d / "puma.html")
     many = viewer.animate([puma, cm, free], [tr, tr4, trf], d / "three.html", max_samples=60)
-    return dict(one=(one, [puma], [tr]), many=(many, [puma, cm, free], [tr, tr4, trf]))
+    # a Stack and its lanes' trajectory in the union's layout (as a vmapped rollout returns it)
+    st = jaxdyn.stack([puma, free]).lanes([1, 0, 1])
+    tr_p = jaxdyn.integrators.Trajectory(tr.t[:101], tr.q[:101], tr.qd[:101], tr.tau[:101], 100, 0, True)
+    Q = jnp.stack([st.q(1, trf.q), st.q(0, tr_p.q), st.q(1, trf.q)])
+    lanes = jaxdyn.integrators.Trajectory(jnp.stack([trf.t] * 3), Q, jnp.zeros(Q.shape[:2] + (st.nv,)),
+                                          jnp.zeros(Q.shape[:2] + (st.nv,)), 100, 0, True)
+    stacked = viewer.animate(st, lanes, d / "stack.html")
+    return dict(one=(one, [puma], [tr]), many=(many, [puma, cm, free], [tr, tr4, trf]),
+                stack=(stacked, [free, puma, free], [trf, tr_p, trf]))
 
 
-@pytest.mark.parametrize("page", ["one", "many"])
+@pytest.mark.parametrize("page", ["one", "many", "stack"])
 def test_embedded_frames_are_frame_poses(pages, page):
     path, models, trajs = pages[page]
     sc = viewer.read_scene(path)
     assert len(sc["robots"]) == len(models)
+    if page == "stack":
+        free = models[0]
+        assert [r["name"] for r in sc["robots"]] == [f"{free.name} (lane 0)", "puma560 (lane 1)", f"{free.name} (lane 2)"], \
+            [r["name"] for r in sc["robots"]]
     for rob, model, tr in zip(sc["robots"], models, trajs):
         tree = getattr(model, "model", model)
         t = np.asarray(tr.t)
