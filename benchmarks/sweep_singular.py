@@ -46,7 +46,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 TOL = {"float64": 1e-8, "float32": 1e-3}
 CALL = 250
-"""States per call (one compiled program per method; a 1000-lane call stalled on the 2-core VM)."""
+SYSTEMS = ("quadruped", "quadruped_weld", "anymal_c", "go1", "three_arms_box")
+"""Each system draws its stances from its own seed ([0, index]): a partial run repeats the full one."""
+"""States per call (one compiled program per method and dtype, run on the poses in pieces)."""
 
 
 def legged_poses(m, feet, n, rng, knee_idx, haa_idx, hfe_idx):
@@ -168,7 +170,7 @@ def run_system(name, closed, structured, Q, rng):
                              nonfinite=int((~np.all(np.isfinite(qdd), 1)).sum()), seconds=round(wall, 2),
                              worst_residual_unflagged=float(resid[~flagged].max()) if (~flagged).any() else 0.0,
                              flagged_residual_above_1em6=int((flagged & ~(resid <= 1e-6)).sum()),
-                             rel=rel.tolist()))
+                             rel=rel.tolist(), cond=np.asarray(r.cond, np.float64).tolist()))
             print(f"{name:15s} {dt} {method:10s} worst {rel.max():.2e} (unflagged {rows[-1]['worst_rel_unflagged']:.2e}) "
                   f"flagged {flagged.sum():4d}/{n} unflagged>tol {bad.sum()} nonfinite {rows[-1]['nonfinite']} "
                   f"res {rows[-1]['worst_residual_unflagged']:.1e} flagged-res>1e-6 {rows[-1]['flagged_residual_above_1em6']} "
@@ -179,16 +181,17 @@ def run_system(name, closed, structured, Q, rng):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--poses", type=int, default=1000)
-    ap.add_argument("--systems", default="quadruped,quadruped_weld,anymal_c,go1,three_arms_box")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--out", default=os.path.join(HERE, "results", "sweep_singular.json"))
     args = ap.parse_args()
     chosen = args.systems.split(",")
+    if set(chosen) - set(SYSTEMS):
+        ap.error(f"--systems: unknown {sorted(set(chosen) - set(SYSTEMS))}; choose from {', '.join(SYSTEMS)}")
     import jax
     jax.config.update("jax_enable_x64", True)
 
     import jaxdyn
     from helpers import urdf_path
-    rng = np.random.default_rng(0)
     rows = []
     quad = jaxdyn.mechanisms.quadruped()[0].model
     with warnings.catch_warnings():
@@ -200,7 +203,8 @@ def main():
               ("quadruped_weld", quad, [f"{l}_foot" for l in ("LF", "RF", "LH", "RH")], "weld"),
               ("anymal_c", anymal, [f"{l}_FOOT" for l in ("LF", "RF", "LH", "RH")], "point"),
               ("go1", go1, [f"{l}_foot" for l in ("FL", "FR", "RL", "RR")], "point")]
-    for name, m, feet, contact in legged:
+    for name, m, feet, contact in (x for x in legged if x[0] in chosen):
+        rng = np.random.default_rng([0, SYSTEMS.index(name)])
         t0 = time.perf_counter()
         P, qidx, fbody = np.asarray(m.parent), np.asarray(m.qidx), np.asarray(m.frame_body)
         legs = []                                     # per foot: the q indices of its joints, hip first
@@ -219,7 +223,7 @@ def main():
         rows += [dict(r, kinds=[k for k, _ in poses]) for r in
                  run_system(name, ls.closed, ls, np.stack([q for _, q in poses]), rng)]
     if "three_arms_box" in chosen:
-        rows += arms_rows(args.poses, rng)
+        rows += arms_rows(args.poses, np.random.default_rng([0, SYSTEMS.index("three_arms_box")]))
     meta = dict(machine=platform.platform(), jax=jax.__version__, poses=args.poses)
     if os.path.exists(args.out):
         with open(args.out) as f:
