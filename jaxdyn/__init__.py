@@ -28,7 +28,8 @@ from .dynamics.energy import (kinetic_energy as kinetic_energy, potential_energy
 from .batching import (aba as aba, rnea as rnea, crba as crba, minv as minv, bias_forces as bias_forces,
                        gravity_torques as gravity_torques, forward_dynamics as forward_dynamics,
                        methods as methods, minv_methods as minv_methods, rnea_derivatives as rnea_derivatives,
-                       aba_derivatives as aba_derivatives, stack as stack, Stack as Stack)
+                       aba_derivatives as aba_derivatives)
+from .stack import stack as stack, Stack as Stack
 from .constraints import (Constraint as Constraint, ClosedModel as ClosedModel,
                           close_loops as close_loops,
                           constrained_forward_dynamics as constrained_forward_dynamics,

@@ -111,7 +111,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES) -> dict:
     :data:`MAX_LANES` lanes).  See the module docstring."""
     import jax
 
-    from .batching import Stack
+    from .stack import Stack
     from .kinematics import frame_poses
     if isinstance(models, Stack):
         models, trajs, names = _stack_lanes(models, trajs, t, names)
