@@ -25,12 +25,12 @@ def diagnostics(A, after):
     metres and radians) weigh alike.  Not differentiated: a diagnostic, not a value of the
     dynamics.
 
-    ``after``: the solver's result.  The eigenvalue decomposition reads it (A + 0 * sum(after):
-    a data dependency XLA keeps; an optimization barrier is removed on the CPU) and so runs
+    ``after``: the solver's result (non-empty).  The eigenvalue decomposition reads it (A + 0 *
+    min|after|: a data dependency XLA keeps; an optimization barrier is removed on the CPU) and so runs
     after the solver's Cholesky factorization, never beside it: in jaxlib 0.10, two batched
     LAPACK calls side by side stall XLA:CPU for good (each holds a thread of the intra-op
     pool while it waits for its batch's pieces queued on that pool)."""
-    A = jax.lax.stop_gradient(A + 0.0 * jnp.sum(after))
+    A = jax.lax.stop_gradient(A + 0.0 * jnp.min(jnp.abs(after)))
     As = _jacobi(A)
     lam = jnp.linalg.eigvalsh(0.5 * (As + As.T))
     top = jnp.maximum(lam[-1], jnp.finfo(A.dtype).tiny)
