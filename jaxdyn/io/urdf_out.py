@@ -57,7 +57,7 @@ def _origin(parent, R, p):
 
 def urdf_string(model) -> str:
     """The URDF text of ``model`` (see the module docstring)."""
-    from ..batching import Stack
+    from ..stack import Stack
     if isinstance(model, Stack) or np.ndim(model.mass) != 1:
         raise ModelError("save_urdf needs one Model (not a stack or a model with a batch axis)")
     P = {k: np.asarray(getattr(model, k), float) for k in
