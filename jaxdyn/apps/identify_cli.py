@@ -165,7 +165,7 @@ def run(args) -> int:
 
     import jaxdyn
     from . import sysid as si
-    from .trajopt_cli import limit_report
+    from .trajopt_cli import NO_POSITION_LIMITS, has_position_limits, limit_report
 
     name = cfg["name"]
     if isinstance(true, tuple):
@@ -270,9 +270,8 @@ def run(args) -> int:
              f"  least sq.   {np.round(rms(res_ls), 4).tolist()}",
              f"  consistent  {np.round(rms(res_c), 4).tolist()}",
              consistency,
-             "joint limits: " + ("none (the model's position limits are infinite)"
-                                 if not (np.isfinite(true.q_lower).any() or np.isfinite(true.q_upper).any())
-                                 else '; '.join(lim_lines) if lim_lines else "respected by the excitation"),
+             NO_POSITION_LIMITS if not has_position_limits(true) else
+             "joint limits: " + ('; '.join(lim_lines) if lim_lines else "respected by the excitation"),
              wall_time_line(wall, getattr(args, "started", None), "identification")]
     _write(out, name, true, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
            np.asarray(fit.history), lines, np.asarray(Qm), e["dt"])

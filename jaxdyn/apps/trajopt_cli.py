@@ -158,6 +158,16 @@ def torque_limits(cfg, name, model, nv):
     return None, "none (the config sets no problem.tau_limit and the model has no effort limits)"
 
 
+NO_POSITION_LIMITS = "joint limits: none (the model's position limits are infinite)"
+"""The summary line of a run whose model has no finite position limit."""
+
+
+def has_position_limits(model) -> bool:
+    """True when some joint of ``model`` has a finite q_lower or q_upper."""
+    import numpy as np
+    return bool(np.isfinite(np.asarray(model.q_lower)).any() or np.isfinite(np.asarray(model.q_upper)).any())
+
+
 def limit_report(model, Q):
     """Lines naming joints whose positions leave [q_lower, q_upper] in Q (steps + 1, nq)."""
     import numpy as np
@@ -224,7 +234,7 @@ def run(args) -> int:
         term, cons = Partial(penalty, jnp.asarray(p["terminal_weight"]), psi), None
     robust = "robust" in cfg
     lo, hi = np.asarray(model.q_lower, float), np.asarray(model.q_upper, float)
-    limited = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
+    limited = has_position_limits(model)
     if limited and p["limit_weight"] > 0:
         mg = np.minimum(LIMIT_MARGIN, (hi - lo) / 4)
         run_cost = Partial(effort_in_limits, jnp.asarray(np.clip(lo + mg, -1e6, 1e6)),
@@ -324,7 +334,7 @@ def run(args) -> int:
         lines.append(f"cycloidal (Saha eq. 18, computed torque): effort {Jc:.6g}; optimized / cycloidal = {J / Jc:.3f}")
     lim_lines = limit_report(model, Q)
     if not limited:
-        lines.append("joint limits: none (the model's position limits are infinite)")
+        lines.append(NO_POSITION_LIMITS)
     else:
         how = (f"penalized in the cost, limit_weight {p['limit_weight']:g}" if p["limit_weight"] > 0
                else "not in the cost (limit_weight 0)")

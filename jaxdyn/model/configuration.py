@@ -171,24 +171,17 @@ def random_configuration(model: Model, key):
     return out
 
 
+_UNIT_PARTS = {J.SPHERICAL: slice(0, 4), J.FREE: slice(3, 7), J.REVOLUTE_UB: slice(0, 2), J.PLANAR: slice(2, 4)}
+"""The coordinates of each joint type that must have unit norm (quaternion, (cos, sin))."""
+
+
 @jax.jit
 def normalize(model: Model, q):
     """Project q onto the manifold (renormalize quaternions and (cos, sin) pairs)."""
     def f(t, qj):
-        if t == J.SPHERICAL:
-            return qj.at[:4].set(qj[:4] / jnp.linalg.norm(qj[:4]))
-        if t == J.FREE:
-            return qj.at[3:7].set(qj[3:7] / jnp.linalg.norm(qj[3:7]))
-        if t == J.REVOLUTE_UB:
-            return qj.at[:2].set(qj[:2] / jnp.linalg.norm(qj[:2]))
-        if t == J.PLANAR:
-            return qj.at[2:4].set(qj[2:4] / jnp.linalg.norm(qj[2:4]))
-        return qj
+        part = _UNIT_PARTS.get(t)
+        return qj if part is None else qj.at[part].set(qj[part] / jnp.linalg.norm(qj[part]))
     return _per_joint(model, f, (q,), "q", "q", q.dtype)
-
-
-_UNIT_PARTS = {J.SPHERICAL: slice(0, 4), J.FREE: slice(3, 7), J.REVOLUTE_UB: slice(0, 2), J.PLANAR: slice(2, 4)}
-"""The coordinates of each joint type that must have unit norm (quaternion, (cos, sin))."""
 
 
 def normalized_or_raise(model: Model, q, what: str = "q", tol: float = 1e-6):
@@ -209,7 +202,7 @@ def normalized_or_raise(model: Model, q, what: str = "q", tol: float = 1e-6):
         qj = q[sl]
         if not np.all(np.isfinite(qj)):
             raise ArgumentError(f"{what}: joint {name!r} has non-finite coordinates {qj.tolist()}")
-        part = _UNIT_PARTS.get(J.JointType(int(t)))
+        part = _UNIT_PARTS.get(t)
         if part is None:
             continue
         n = float(np.linalg.norm(qj[part]))
