@@ -255,7 +255,8 @@ def forward_dynamics(model: Model, q: Configuration, qd: Tangent, tau: Tangent, 
                      f_ext: BodyWrenches | None = None, gravity: Gravity | None = None,
                      f_ext_frame="local") -> Tangent:
     """Joint accelerations qdd (nv,) under torques tau with the model's joint damping,
-    tau_eff = tau - damping * qd.  ``method``: "aba" (:func:`aba`), "crba" (CRBA and a Cholesky
+    tau_eff = tau - damping * qd (Coulomb ``model.friction`` is not applied: a discontinuous
+    force that needs a complementarity or event solver, as in Pinocchio's ``aba``).  ``method``: "aba" (:func:`aba`), "crba" (CRBA and a Cholesky
     solve per tree) or one of Saha's and Rodriguez-Kreutz's and Yamane-Nakamura's methods
     (:func:`methods`); every method returns the same numbers to round-off."""
     model, (q, qd, tau) = _prepare(model, q=q, qd=qd, tau=tau)

@@ -77,7 +77,7 @@ class Stack(Model):
         P = {k: np.asarray(getattr(self, k))[i] for k in PARAM_FIELDS}
         u = np.asarray(bmap, int)
         out = {k: P[k][u] for k in ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia")}
-        for kind, keys in (("v", ("armature", "damping", "effort_limit", "velocity_limit")),
+        for kind, keys in (("v", ("armature", "damping", "friction", "effort_limit", "velocity_limit")),
                            ("q", ("q_lower", "q_upper"))):
             src, dst = _member_dofs(self.topology, top, bmap, kind)
             for k in keys:
@@ -206,14 +206,14 @@ def stack(models) -> Stack:
         u = np.asarray(maps[j], int)
         L = dict(Xtree_E=np.tile(np.eye(3), (nb, 1, 1)), Xtree_r=np.zeros((nb, 3)), axis=np.tile([0, 0, 1.0], (nb, 1)),
                  pitch=np.zeros(nb), mass=np.zeros(nb), com=np.zeros((nb, 3)), inertia=np.zeros((nb, 3, 3)),
-                 armature=np.ones(nv), damping=np.zeros(nv), q_lower=np.full(nq, -np.inf), q_upper=np.full(nq, np.inf),
+                 armature=np.ones(nv), damping=np.zeros(nv), friction=np.zeros(nv), q_lower=np.full(nq, -np.inf), q_upper=np.full(nq, np.inf),
                  effort_limit=np.full(nv, np.inf), velocity_limit=np.full(nv, np.inf),
                  frame_E=np.tile(np.eye(3), (nf, 1, 1)), frame_r=np.zeros((nf, 3)), gravity=p["gravity"])
         for k in ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia"):
             L[k][u] = p[k]
         sv, dv = _member_dofs(topo, t, maps[j], "v")
         sq, dq = _member_dofs(topo, t, maps[j], "q")
-        for k in ("armature", "damping", "effort_limit", "velocity_limit"):
+        for k in ("armature", "damping", "friction", "effort_limit", "velocity_limit"):
             L[k][dv] = p[k][sv]
         L["q_lower"][dq], L["q_upper"][dq] = p["q_lower"][sq], p["q_upper"][sq]
         n = len(t.frame_names)

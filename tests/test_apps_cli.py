@@ -34,6 +34,35 @@ def test_identify_default_runs_and_writes(tmp_path, monkeypatch, capsys):
     np.testing.assert_allclose(got, P, rtol=1e-9, atol=1e-9)
 
 
+def test_identify_friction_config_recovers_the_urdf_friction(tmp_path):
+    """The built-in identify_xarm7_friction (viscous and Coulomb columns, noisy data from the
+    URDF's <dynamics damping friction>), shortened: parameters.csv's identified friction is
+    within 5 % of the coefficients Pinocchio reads from the URDF, the summary prints them, and
+    identified.urdf carries them (Pinocchio reads it back)."""
+    import os
+    pin = pytest.importorskip("pinocchio")
+    from jaxdyn.config import read_toml
+    from jaxdyn.io.named import ERD_URDFS, example_robot_data_dir
+    raw, _ = read_toml("identify_xarm7_friction", "identify_xarm7_friction", kind="identify")
+    assert raw["estimation"]["friction"] is True
+    cfg = tmp_path / "fr.toml"
+    cfg.write_text('[robot]\nname = "erd:xarm7"\n[excitation]\nT = 40.0\noptimize_steps = 0\n[noise]\n'
+                   'torque_std = 0.2\n[estimation]\nfriction = true\nsteps = 300\n[validation]\nT = 2.0\n')
+    out = tmp_path / "o"
+    assert main(["identify", str(cfg), "--out", str(out)]) == 0
+    pm = pin.buildModelFromUrdf(os.path.join(example_robot_data_dir(), ERD_URDFS["xarm7"]))
+    rows = [ln.split(",") for ln in (out / "parameters.csv").read_text().splitlines()[1:]]
+    for term, want in (("viscous", pm.damping), ("coulomb", pm.friction)):
+        got = np.array([float(r[4]) for r in rows if r[1] == term])
+        assert [r[0] for r in rows if r[1] == term] == [f"joint{i}" for i in range(1, 8)]
+        np.testing.assert_allclose(got, want, rtol=0.05, err_msg=term)
+        back = pin.buildModelFromUrdf(str(out / "identified.urdf"))
+        np.testing.assert_allclose(back.damping if term == "viscous" else back.friction, got, rtol=1e-9)
+    s = _summary(out / "summary.txt")
+    assert "viscous (N m s/rad or N s/m) per joint: true [10.0, 10.0, 5.0, 5.0, 5.0, 2.0, 2.0]" in s, s
+    assert "coulomb (N m or N) per joint: true [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]" in s, s
+
+
 @pytest.mark.parametrize("robot", ["planar3", "double_pendulum"])
 def test_identify_flat_robots(tmp_path, robot):
     """Robots whose every body is flat (no positive-definite pseudo-inertia; started at the

@@ -59,7 +59,8 @@ def corpus():
             qdd = pin.aba(pm, data, q, v, tau + 1.0).copy()
             h = pin.rnea(pm, data, q, v, np.zeros(pm.nv)).copy()
             refs.append((q, v, a, tau, M, qdd, h))
-        rows.append((rel, fb, m, refs, (pm.effortLimit.copy(), pm.velocityLimit.copy())))
+        rows.append((rel, fb, m, refs, (pm.effortLimit.copy(), pm.velocityLimit.copy(), pm.damping.copy(),
+                                      pm.friction.copy())))
     return rows
 
 
@@ -75,12 +76,22 @@ def test_effort_and_velocity_limits_match_pinocchio(corpus):
     # or 0 limit is 0 there); jaxdyn's "no limit" is +inf.  Compared at float32 resolution (the
     # URDF's decimal text).
     n = 0
-    for rel, fb, m, _, (eff, vel) in corpus:
+    for rel, fb, m, _, (eff, vel, _, _) in corpus:
         for got, ref in ((m.effort_limit, eff), (m.velocity_limit, vel)):
             want = np.where((ref > 0) & (ref < 1e300), ref, np.inf)
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-7, err_msg=rel)
             n += int(np.isfinite(want).sum())
     assert n > 500
+
+
+def test_joint_damping_and_coulomb_friction_match_pinocchio(corpus):
+    # <dynamics damping friction> as Pinocchio reads them (0 where absent)
+    n = 0
+    for rel, fb, m, _, (_, _, damping, friction) in corpus:
+        np.testing.assert_allclose(np.asarray(m.damping), damping, rtol=1e-7, err_msg=rel)
+        np.testing.assert_allclose(np.asarray(m.friction), friction, rtol=1e-7, err_msg=rel)
+        n += int(np.count_nonzero(friction))
+    assert n > 50
 
 
 GROUP = 46

@@ -12,7 +12,8 @@ EXAMPLES = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "exa
                   if not os.path.basename(p).startswith("_"))
 WRITES = {"mjcf_humanoid.py": "mjcf_humanoid/animation.html", "rollout_gradients.py": "rollout_gradients/gradients.png",
           "closed_chains.py": "closed_chains/quadruped_stand/animation.html", "ur5_reach.py": "ur5_reach/animation.html",
-          "batch_and_stack.py": "batch_and_stack/result.txt"}
+          "batch_and_stack.py": "batch_and_stack/result.txt",
+          "urdf_friction_identification.py": "urdf_friction_identification/friction.png"}
 
 
 def test_the_gallery_is_complete():

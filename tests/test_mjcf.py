@@ -242,4 +242,5 @@ def test_dropped_features_are_named():
     xml = ('<mujoco><option density="1.2"/><worldbody><body><joint name="j" stiffness="3" frictionloss="0.1"/>'
            '<geom size=".1"/></body></worldbody></mujoco>')
     with pytest.warns(UserWarning, match=r"frictionloss on \['j'\].*springs \(stiffness\) on \['j'\].*fluid"):
-        jaxdyn.load_mjcf(xml)
+        m = jaxdyn.load_mjcf(xml)
+    assert np.asarray(m.friction).tolist() == [0.1]        # MuJoCo's frictionloss, kept (not simulated)

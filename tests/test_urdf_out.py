@@ -14,7 +14,7 @@ from helpers import ROBOTS_DIR
 from jaxdyn.errors import ModelError
 
 pin = pytest.importorskip("pinocchio")
-FIELDS = ("Xtree_E", "Xtree_r", "axis", "mass", "com", "inertia", "damping", "q_lower", "q_upper",
+FIELDS = ("Xtree_E", "Xtree_r", "axis", "mass", "com", "inertia", "damping", "friction", "q_lower", "q_upper",
           "effort_limit", "velocity_limit")
 
 

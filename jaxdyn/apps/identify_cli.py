@@ -14,14 +14,19 @@ Config (TOML; built-in ``identify_puma`` is the default)::
     [excitation]  harmonics (5), period (10 s), T (20 s), dt (0.02 s), amplitude (1 rad),
                   seed (0), optimize_steps (0)
     [noise]       torque_std (0.5), q_std (1e-4), qd_std (1e-3), qdd_std (1e-2), seed (1)
-    [estimation]  perturb (0.5: masses, COMs, inertias off by up to +-50 %), steps (2000),
-                  prior_weight (0), seed (2)
+    [estimation]  perturb (0.5: masses, COMs, inertias, joint terms off by up to +-50 %),
+                  steps (2000), prior_weight (0), seed (2), friction (false: viscous and Coulomb
+                  friction columns), armature (false: armature columns)
     [validation]  T (10 s), seed (3)
     [data]        file: CSV with header q1..qn, qd1..qdn, qdd1..qddn, tau1..taun (replaces the
                   simulated training data)
 
-Outputs in ``./jaxdyn-out/<config>/``: parameters.csv (per body and parameter: true, start,
-identified), base_parameters.csv, params.png, residuals.png, loss.png, summary.txt.
+Simulated torques are the motor torques of the true robot: inverse dynamics (with armature)
+plus its joint damping and Coulomb friction (:mod:`jaxdyn.apps.joint_terms`).  Joint terms
+that are not identified are known: the true robot's are subtracted from the torques.
+
+Outputs in ``./jaxdyn-out/<config>/``: parameters.csv (per body or joint and parameter: true,
+start, identified), base_parameters.csv, params.png, residuals.png, loss.png, summary.txt.
 """
 from __future__ import annotations
 
@@ -41,7 +46,8 @@ SCHEMA = {
     "excitation": {"harmonics": int, "period": float, "T": float, "dt": float, "amplitude": float, "seed": int,
                    "optimize_steps": int},
     "noise": {"torque_std": float, "q_std": float, "qd_std": float, "qdd_std": float, "seed": int},
-    "estimation": {"perturb": float, "steps": int, "prior_weight": float, "seed": int},
+    "estimation": {"perturb": float, "steps": int, "prior_weight": float, "seed": int, "friction": bool,
+                   "armature": bool},
     "validation": {"T": float, "seed": int},
     "data": {"file": str},
 }
@@ -49,7 +55,8 @@ DEFAULTS = {
     "excitation": {"harmonics": 5, "period": 10.0, "T": 20.0, "dt": 0.02, "amplitude": 1.0, "seed": 0,
                    "optimize_steps": 0},
     "noise": {"torque_std": 0.5, "q_std": 1e-4, "qd_std": 1e-3, "qdd_std": 1e-2, "seed": 1},
-    "estimation": {"perturb": 0.5, "steps": 2000, "prior_weight": 0.0, "seed": 2},
+    "estimation": {"perturb": 0.5, "steps": 2000, "prior_weight": 0.0, "seed": 2, "friction": False,
+                   "armature": False},
     "validation": {"T": 10.0, "seed": 3},
 }
 DEFAULT_CONFIG = "identify_puma"
@@ -57,7 +64,6 @@ MAX_SAMPLES = 200_000
 """Most samples of an excitation or validation run (the regressor holds samples x nv x 10 nb numbers)."""
 MAX_VALUE = 1e6
 """Largest magnitude accepted in a data file (q, qd, qdd, tau in SI units)."""
-PARAM_NAMES = ("m", "mcx", "mcy", "mcz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz")
 
 
 def load(path=None) -> dict:
@@ -142,17 +148,20 @@ def read_data(path, model):
 
 @jax.jit
 def perturb(model, key, frac):
-    """A physically valid model with masses and rotational inertias scaled by factors in
-    [1 - frac, 1 + frac] and COMs moved by up to frac of their distance (+ frac * 5 cm)."""
+    """A physically valid model with masses, rotational inertias, armatures, damping and
+    Coulomb friction scaled by factors in [1 - frac, 1 + frac] and COMs moved by up to frac of
+    their distance (+ frac * 5 cm)."""
     import jax
     import jax.numpy as jnp
-    k1, k2, k3 = jax.random.split(key, 3)
+    k1, k2, k3, k4 = jax.random.split(key, 4)
     nb = model.nb
     fm = 1 + frac * jax.random.uniform(k1, (nb,), minval=-1, maxval=1)
     fI = 1 + frac * jax.random.uniform(k2, (nb,), minval=-1, maxval=1)
     dc = frac * (jnp.linalg.norm(model.com, axis=1, keepdims=True) + 0.05) * \
         jax.random.uniform(k3, (nb, 3), minval=-1, maxval=1) / jnp.sqrt(3.0)
-    return model.replace(mass=model.mass * fm, com=model.com + dc, inertia=model.inertia * fI[:, None, None])
+    fj = 1 + frac * jax.random.uniform(k4, (3, model.nv), minval=-1, maxval=1)
+    return model.replace(mass=model.mass * fm, com=model.com + dc, inertia=model.inertia * fI[:, None, None],
+                         armature=model.armature * fj[0], damping=model.damping * fj[1], friction=model.friction * fj[2])
 
 
 def run(args) -> int:
@@ -164,6 +173,7 @@ def run(args) -> int:
     import numpy as np
 
     import jaxdyn
+    from . import joint_terms as jt
     from . import sysid as si
     from .trajopt_cli import NO_POSITION_LIMITS, has_position_limits, limit_report
 
@@ -174,28 +184,31 @@ def run(args) -> int:
         raise ConfigError(f"{name}: the Fourier excitation needs vector-space joints; {true.name!r} has "
                           f"nq = {true.nq}, nv = {true.nv} (give recorded data in [data] file)")
     e, nz, es = cfg["excitation"], cfg["noise"], cfg["estimation"]
+    terms = jt.check_terms((("armature",) if es["armature"] else ()) + (("viscous", "coulomb") if es["friction"] else ()))
+    known = tuple(x for x in jt.JOINT_TERMS if x not in terms)
+    lay = jt.layout(true, terms)
     t_wall = time.time()
-    print(f"jaxdyn identify {name}: robot {true.name} (nb={true.nb}, {10 * true.nb} parameters)", file=sys.stderr)
+    print(f"jaxdyn identify {name}: robot {true.name} (nb={true.nb}, {lay.p} parameters)", file=sys.stderr)
     t = jnp.arange(int(round(e["T"] / e["dt"])), dtype=float) * e["dt"]
     f = si.fourier_excitation(true, jax.random.PRNGKey(e["seed"]), e["harmonics"], e["period"], e["amplitude"])
     Q, QD, QDD = si.sample_fourier(f, t)
-    W0 = np.asarray(si.stacked_regressor(true, Q, QD, QDD))
+    W0 = np.asarray(si.stacked_regressor(true, Q, QD, QDD, terms))
     base0 = si.base_parameters(W0)
     cond0 = float(si.condition_number(W0, base0))
     cond_hist = None
     if e["optimize_steps"]:
         print(f"optimizing the excitation ({e['optimize_steps']} Adam steps on log cond) ...", file=sys.stderr)
-        f, cond_hist = si.optimize_excitation(true, f, t[::4], base0, steps=e["optimize_steps"])
+        f, cond_hist = si.optimize_excitation(true, f, t[::4], base0, steps=e["optimize_steps"], terms=terms)
         Q, QD, QDD = si.sample_fourier(f, t)
-        cond_hist = cond_hist.at[-1].set(si.condition_number(si.stacked_regressor(true, Q, QD, QDD), base0))
+        cond_hist = cond_hist.at[-1].set(si.condition_number(si.stacked_regressor(true, Q, QD, QDD, terms), base0))
     rngs = np.random.default_rng(nz["seed"])
-    pi_true = np.asarray(si.inertial_parameters(true))
-    arm = np.asarray(true.armature)
+    pi_true = np.asarray(si.parameters(true, terms))
     if "file" in cfg.get("data", {}):
         Qm, QDm, QDDm, TAU = read_data(cfg["data"]["file"], true)
         source = f"data file {cfg['data']['file']} ({Qm.shape[0]} rows)"
     else:
-        tau_clean = np.asarray(jax.jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(true, q, v, a)))(Q, QD, QDD))
+        tau_clean = np.asarray(jax.jit(jax.vmap(lambda q, v, a: jaxdyn.rnea(true, q, v, a) + jt.joint_torque(
+            true, v, a, ("viscous", "coulomb"))))(Q, QD, QDD))           # motor torques (rnea has the armature)
         TAU = tau_clean + nz["torque_std"] * rngs.normal(size=tau_clean.shape)
         Qm = np.asarray(Q) + nz["q_std"] * rngs.normal(size=Q.shape)
         QDm = np.asarray(QD) + nz["qd_std"] * rngs.normal(size=Q.shape)
@@ -204,15 +217,15 @@ def run(args) -> int:
     lim_lines = limit_report(true, np.asarray(Qm))
     for x in lim_lines:
         print(f"warning: excitation {x}", file=sys.stderr)
-    Y = np.asarray(si.regressors(true, jnp.asarray(Qm), jnp.asarray(QDm), jnp.asarray(QDDm)))
-    tau_fit = TAU - arm * QDDm
+    Y = np.asarray(si.regressors(true, jnp.asarray(Qm), jnp.asarray(QDm), jnp.asarray(QDDm), terms))
+    tau_fit = TAU - np.asarray(jax.vmap(lambda v, a: jt.joint_torque(true, v, a, known))(QDm, QDDm))  # known terms
     base = si.base_parameters(Y.reshape(-1, Y.shape[-1]))
     if Y.shape[0] * Y.shape[1] <= base0.rank:
         raise ConfigError(f"{name}: {source}: {Y.shape[0]} samples give {Y.shape[0] * Y.shape[1]} equations for "
                           f"{base0.rank} base parameters; the fit would be exact and say nothing (give more samples)")
     cond = float(si.condition_number(Y.reshape(-1, Y.shape[-1]), base))
     start = perturb(true, jax.random.PRNGKey(es["seed"]), es["perturb"])
-    pi_start = np.asarray(si.inertial_parameters(start))
+    pi_start = np.asarray(si.parameters(start, terms))
     w = 1.0 / np.maximum(np.std(tau_fit - np.einsum("nip,p->ni", Y, pi_start), 0), 1e-9)
     prior = base.reduce(pi_start) if es["prior_weight"] > 0 else None
     pib_ls = si.identify_least_squares(Y, tau_fit, base, weights=w, prior=prior, prior_weight=es["prior_weight"])
@@ -226,8 +239,9 @@ def run(args) -> int:
     print(f"consistent refinement ({es['steps']} L-BFGS steps on log-Cholesky parameters) ...", file=sys.stderr)
     theta0 = np.asarray(jaxdyn.log_cholesky_parameters(start))
     fixed = ~np.isfinite(theta0).all(1)        # massless / flat bodies: kept at the start's values
-    fit = si.identify_consistent(Y, tau_fit, theta0, weights=w, steps=es["steps"], fixed=fixed, pi_fixed=pi_start,
-                                 prior=pi_start if es["prior_weight"] > 0 else None, prior_weight=es["prior_weight"])
+    fit = si.identify_consistent(Y, tau_fit, theta0, weights=w, steps=es["steps"], fixed=fixed,
+                                 pi_fixed=pi_start[lay.inertial], prior=pi_start if es["prior_weight"] > 0 else None,
+                                 prior_weight=es["prior_weight"], layout=lay, joint0=pi_start[lay.joint])
     pi_c = np.asarray(fit.pi)
     pib_true, pib_c, pib_start = base.reduce(pi_true), base.reduce(pi_c), base.reduce(pi_start)
     rel = lambda x: float(np.linalg.norm(x - pib_true) / np.linalg.norm(pib_true))  # noqa: E731
@@ -236,13 +250,13 @@ def run(args) -> int:
                                e["amplitude"])
     tv = jnp.arange(int(round(cfg["validation"]["T"] / e["dt"])), dtype=float) * e["dt"]
     Qv, QDv, QDDv = si.sample_fourier(fv, tv)
-    Yv = np.asarray(si.regressors(true, Qv, QDv, QDDv))
+    Yv = np.asarray(si.regressors(true, Qv, QDv, QDDv, terms))
     tv_true = np.einsum("nip,p->ni", Yv, pi_true)
     res_c = np.einsum("nip,p->ni", Yv, pi_c) - tv_true
     res_ls = base.columns(Yv) @ pib_ls - tv_true
     res_0 = np.einsum("nip,p->ni", Yv, pi_start) - tv_true
     rms = lambda r: np.sqrt(np.mean(r ** 2, 0))  # noqa: E731
-    cons = si.consistency_report(true, pi_c)
+    cons = si.consistency_report(true, pi_c[lay.inertial])
     cf = cons[~fixed]                           # the fitted bodies
     physical = bool(np.all(cf[:, 0] > 0) and np.all(cf[:, 1] >= -1e-12) and np.all(cf[:, 2] >= -1e-12))
     kept = (f"{int(fixed.sum())} bodies without a positive-definite pseudo-inertia kept at the start: "
@@ -255,12 +269,13 @@ def run(args) -> int:
         consistency = f"physical consistency: no body was fitted with a consistency constraint ({kept})"
     wall = time.time() - t_wall
     from ..output import wall_time_line
-    lines = [f"config: {name}", f"robot: {true.name} (nb={true.nb}, {10 * true.nb} inertial parameters)",
+    lines = [f"config: {name}", f"robot: {true.name} (nb={true.nb}, {10 * true.nb} inertial parameters"
+             + (f" + {', '.join(terms)} per joint: {lay.p}" if terms else "") + ")",
              f"data: {source}",
              f"excitation: {e['harmonics']} harmonics, period {e['period']} s; condition number of the base regressor "
              f"{cond0:.4g}" + (f" -> {float(cond_hist[-1]):.4g} after optimization" if cond_hist is not None else "")
              + f"; on the measured data {cond:.4g}",
-             f"base parameters: rank {base.rank} of {10 * true.nb}",
+             f"base parameters: rank {base.rank} of {lay.p}",
              f"signal-to-noise per joint ({snr_how}): {np.round(snr, 3 if np.all(snr < 1e3) else 1).tolist()}"
              + (f"; warning: below {SNR_LOW} on {', '.join(low)}" if low else ""),
              f"base-parameter relative error: start {rel(pib_start):.3e}, least squares {rel(pib_ls):.3e}, "
@@ -269,14 +284,38 @@ def run(args) -> int:
              f"  start       {np.round(rms(res_0), 4).tolist()}",
              f"  least sq.   {np.round(rms(res_ls), 4).tolist()}",
              f"  consistent  {np.round(rms(res_c), 4).tolist()}",
+             *joint_term_lines(true, lay, base, pi_true, pib_ls, pi_c),
              consistency,
              NO_POSITION_LIMITS if not has_position_limits(true) else
              "joint limits: " + ('; '.join(lim_lines) if lim_lines else "respected by the excitation"),
              wall_time_line(wall, getattr(args, "started", None), "identification")]
-    _write(out, name, true, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
+    _write(out, name, true, lay, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
            np.asarray(fit.history), lines, np.asarray(Qm), e["dt"])
     print("\n".join(lines))
     return 0
+
+
+def joint_term_lines(model, lay, base, x_true, pib_ls, x_c):
+    """Summary lines of the identified joint terms (one per term): per joint the true, least-
+    squares (None where the base parameters do not determine it alone, e.g. the armature of a
+    first joint, folded into its body's inertia) and consistent values, and the worst relative
+    error of each estimate."""
+    import numpy as np
+    ls = base.alone(pib_ls)
+    units = {"armature": "kg m^2 or kg", "viscous": "N m s/rad or N s/m", "coulomb": "N m or N"}
+    out = []
+    for k, term in enumerate(lay.terms):
+        idx = lay.joint.reshape(model.nv, len(lay.terms))[:, k]
+        t, a, c = x_true[idx], ls[idx], x_c[idx]
+
+        def worst(e, t=t):
+            ok = np.isfinite(e) & (t != 0)
+            return f"{np.max(np.abs(e[ok] - t[ok]) / np.abs(t[ok])):.2e}" if ok.any() else "n/a"
+
+        out.append(f"{term} ({units[term]}) per joint: true {np.round(t, 6).tolist()}; least squares "
+                   f"{[None if not np.isfinite(v) else round(float(v), 6) for v in a]}; consistent "
+                   f"{np.round(c, 6).tolist()}; worst relative error: least squares {worst(a)}, consistent {worst(c)}")
+    return out
 
 
 SNR_LOW = 3.0
@@ -298,29 +337,28 @@ def signal_to_noise(tau, fitted, noise_std):
     return np.sqrt(np.maximum(var - s ** 2, 0.0)) / np.maximum(s, 1e-300), how
 
 
-def _write(out, name, model, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines,
+def _write(out, name, model, lay, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines,
            Q_data, dt):
-    """The files of a run; ``Q_data`` (N, nq) the identification data's configurations at
-    spacing ``dt`` (animated with the identified model)."""
+    """The files of a run; parameters in the order of ``lay`` (:func:`joint_terms.layout`);
+    ``Q_data`` (N, nq) the identification data's configurations at spacing ``dt`` (animated
+    with the identified model)."""
     import numpy as np
 
     from ..output import PLOTS_SKIPPED, dof_labels, plot_columns, plot_curve, pyplot
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "parameters.csv"), "w") as fh:
-        fh.write("body,parameter,true,start,identified\n")
-        for b in range(model.nb):
-            for k, pn in enumerate(PARAM_NAMES):
-                i = 10 * b + k
-                fh.write(f"{model.body_names[b]},{pn},{pi_true[i]:.10g},{pi_start[i]:.10g},{pi_c[i]:.10g}\n")
+        fh.write("body_or_joint,parameter,true,start,identified\n")
+        for i, (owner, pn) in enumerate(lay.names):
+            fh.write(f"{owner},{pn},{pi_true[i]:.10g},{pi_start[i]:.10g},{pi_c[i]:.10g}\n")
     np.savetxt(os.path.join(out, "base_parameters.csv"),
                np.column_stack([np.arange(pib_true.size), pib_true, pib_ls, pib_c]), delimiter=",",
                header="index,true,least_squares,consistent", comments="", fmt="%.10g")
     from ..errors import ModelError
     from ..io.urdf_out import save_urdf
-    from .sysid import with_inertial_parameters
+    from .sysid import with_parameters
     from ..viewer import animate
     urdf = ["identified.urdf"]
-    identified = with_inertial_parameters(model, np.asarray(pi_c))
+    identified = with_parameters(model, np.asarray(pi_c), lay.terms)
     animate(identified, Q_data, os.path.join(out, "animation.html"), t=np.arange(len(Q_data)) * dt,
             title=f"{name}: identification data, identified model")
     try:        # the model with the consistent estimate's masses, COMs and inertias

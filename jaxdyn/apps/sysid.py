@@ -9,6 +9,11 @@ RNEA is linear in pi: ``rnea(model, q, qd, qdd) = Y(q, qd, qdd) pi + armature * 
 regressor Y (nv, 10 nb) (Pinocchio's ``computeJointTorqueRegressor``).  Only some linear
 combinations of pi affect the torques (the base parameters, Gautier and Khalil 1990); they are
 found from a stacked regressor by QR with column pivoting (:func:`base_parameters`).
+
+With joint ``terms`` (armature, viscous and Coulomb friction, :mod:`jaxdyn.apps.joint_terms`)
+the regressor gains their columns and the parameter vector x (p,) their coefficients, after
+each body's 10 inertial parameters: ``Y(q, qd, qdd) x`` is then the motor torque
+``rnea + armature qdd + damping qd + friction sign(qd)`` restricted to the chosen terms.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from ..dynamics.common import body_inertias
 from ..dynamics.rnea import rnea_passes
 from ..errors import ArgumentError, ShapeError
 from ..model.model import check_state
+from . import joint_terms as jt
 from .common import lbfgs_minimize, optax_promotion
 
 
@@ -44,13 +50,38 @@ def with_inertial_parameters(model, pi):
     return model.replace(mass=m, com=c, inertia=Ic)
 
 
-@jax.jit
-def regressor(model, q, qd, qdd):
-    """Y (nv, 10 nb) with rnea(model, q, qd, qdd) = Y @ inertial_parameters(model) + armature * qdd.
+def parameters(model, terms=()):
+    """x (p,): the inertial parameters and the joint ``terms``' coefficients of the model in
+    the order of :func:`jaxdyn.apps.joint_terms.layout` (terms = (): x == pi)."""
+    lay = jt.layout(model, terms)
+    x = jnp.zeros(lay.p, model.mass.dtype).at[lay.inertial].set(inertial_parameters(model))
+    return x.at[lay.joint].set(jt.joint_parameters(model, lay.terms))
 
-    Exact (RNEA is linear in the spatial inertias; Y is its Jacobian, by reverse mode).
-    Gravity is the model's.  Batch over a trajectory with ``jax.vmap``.
+
+def with_parameters(model, x, terms=()):
+    """The model with the inertias and joint-term coefficients of x (p,) (see :func:`parameters`)."""
+    lay = jt.layout(model, terms)
+    x = jnp.asarray(x)
+    if x.shape != (lay.p,):
+        raise ShapeError(f"x must have shape (10 nb + {len(lay.terms)} nv,) = ({lay.p},) for model {model.name!r} "
+                         f"and terms {lay.terms}, got {x.shape}")
+    return jt.with_joint_parameters(with_inertial_parameters(model, x[lay.inertial]), x[lay.joint], lay.terms)
+
+
+def regressor(model, q, qd, qdd, terms=()):
+    """Y (nv, p) with ``Y @ parameters(model, terms)`` = rnea(model, q, qd, qdd) - armature qdd
+    + the joint ``terms`` (see the module docstring); terms = (): p = 10 nb and Y is
+    Pinocchio's ``computeJointTorqueRegressor``.
+
+    Exact (RNEA is linear in the spatial inertias; Y is its Jacobian, by reverse mode; the
+    joint columns are qdd_j, qd_j, sign(qd_j)).  Gravity is the model's.  Batch over a
+    trajectory with :func:`regressors`.
     """
+    return _regressor(model, q, qd, qdd, jt.check_terms(terms))
+
+
+@partial(jax.jit, static_argnames="terms")
+def _regressor(model, q, qd, qdd, terms):
     check_state(model, q=q, qd=qd, qdd=qdd)
     dt = jnp.result_type(qd)
 
@@ -58,7 +89,12 @@ def regressor(model, q, qd, qdd):
         I6 = jax.vmap(lambda p: sp.inertia.to_matrix(sp.inertia.from_vector(p)))(pi.reshape(model.nb, 10))
         return rnea_passes(model, q, qd, qdd, inertias=I6)[0] - model.armature * qdd
 
-    return jax.jacrev(tau)(jnp.zeros(10 * model.nb, dt))
+    Yi = jax.jacrev(tau)(jnp.zeros(10 * model.nb, dt))
+    if not terms:
+        return Yi
+    lay = jt.layout(model, terms)
+    Y = jnp.zeros((model.nv, lay.p), dt).at[:, lay.inertial].set(Yi)
+    return Y.at[:, lay.joint].set(jt.joint_regressor(qd, qdd, lay.terms))
 
 
 class BaseParameters(NamedTuple):
@@ -87,6 +123,15 @@ class BaseParameters(NamedTuple):
         out[self.independent] = self.reduce(pi)
         return out
 
+    def alone(self, pi_base, tol=1e-9):
+        """(p,): the parameters that the base parameters pi_base (rank,) determine on their own
+        (an independent column with nothing folded into it, |beta row| <= tol, e.g. a joint's
+        friction coefficient), NaN for the others."""
+        out = np.full(len(self.independent) + len(self.dependent), np.nan)
+        own = np.all(np.abs(self.beta) <= tol, axis=1) if self.beta.size else np.ones(self.rank, bool)
+        out[self.independent[own]] = np.asarray(pi_base)[own]
+        return out
+
 
 def base_parameters(W, rtol=1e-10):
     """Base parameters from a stacked regressor W (rows, p) by QR with column pivoting.
@@ -110,7 +155,8 @@ def identify_least_squares(Y, tau, base: BaseParameters, weights=None, prior=Non
     """Linear least squares on the torque residual: pi_base minimizing
     ``|| w * (Y_base pi_base - tau) ||^2 + prior_weight^2 || pi_base - prior ||^2``.
 
-    Y (N, nv, p) regressors, tau (N, nv) measured torques (armature terms removed), ``weights``
+    Y (N, nv, p) regressors, tau (N, nv) measured torques (the joint terms Y has no columns for
+    removed, e.g. ``tau - joint_terms.joint_torque(model, qd, qdd, known)``), ``weights``
     (nv,) per-joint weights (e.g. 1 / noise std), ``prior`` (rank,) nominal base parameters.
     Returns pi_base (rank,).
     """
@@ -147,30 +193,38 @@ def consistency_report(model, pi):
 
 
 class ConsistentFit(NamedTuple):
-    """Result of the consistent estimators: theta (nb, 10), pi (10 nb,), loss history."""
+    """Result of the consistent estimators: theta (nb, 10), pi (p,), loss history."""
     theta: jax.Array     # (nb, 10) log-Cholesky parameters
-    pi: jax.Array        # (10 nb,) inertial parameters of theta
+    pi: jax.Array        # (p,) parameters: the inertial parameters of theta (10 nb,), and with a
+    #                      layout also the joint-term coefficients, in the layout's order
     history: jax.Array   # (steps,) loss per iteration
 
 
 def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0.0, steps=2000, fixed=None,
-                        pi_fixed=None):
+                        pi_fixed=None, layout=None, joint0=None):
     """Nonlinear refinement on the torque residual through the log-Cholesky parametrization
     (every iterate physically consistent), with optax L-BFGS:
 
-    ``min_theta mean_k || w * (Y_k pi(theta) - tau_k) ||^2 / nv + prior_weight^2 ||pi(theta) - prior||^2 / p``
+    ``min mean_k || w * (Y_k x - tau_k) ||^2 / nv + prior_weight^2 ||x - prior||^2 / p``
 
-    Y (N, nv, 10 nb), tau (N, nv) (armature terms removed), theta0 (nb, 10) start (e.g.
-    ``jaxdyn.log_cholesky_parameters(nominal)``), ``fixed`` (nb,) bool: bodies not fitted,
-    whose parameters are the rows of ``pi_fixed`` (10 nb,) (e.g. massless bodies, which have no
-    log-Cholesky parameters: ``jaxdyn.sysid.inertial_parameters(nominal)``); their theta0 rows are
-    ignored (NaN allowed).  Returns :class:`ConsistentFit` (theta rows of fixed bodies: NaN).
+    Y (N, nv, p), tau (N, nv) (the joint terms Y has no columns for removed), theta0 (nb, 10)
+    start (e.g. ``jaxdyn.log_cholesky_parameters(nominal)``), ``fixed`` (nb,) bool: bodies not
+    fitted, whose parameters are the rows of ``pi_fixed`` (10 nb,) (e.g. massless bodies, which
+    have no log-Cholesky parameters: ``jaxdyn.sysid.inertial_parameters(nominal)``); their
+    theta0 rows are ignored (NaN allowed).  Without ``layout``, p = 10 nb and x = pi(theta).
+    With ``layout`` (:func:`jaxdyn.apps.joint_terms.layout`, p = layout.p) x also holds the joint
+    terms' coefficients, kept nonnegative as squares (x_j = s_j^2), from ``joint0``
+    (len(layout.joint),) >= 0 (e.g. :func:`jaxdyn.apps.joint_terms.joint_parameters` of the
+    nominal model).  Returns :class:`ConsistentFit` (theta rows of fixed bodies: NaN).
     """
     Y, tau, theta0 = jnp.asarray(Y), jnp.asarray(tau), jnp.asarray(theta0)
-    if Y.ndim != 3 or tau.shape != Y.shape[:2] or theta0.shape != (Y.shape[2] // 10, 10):
-        raise ShapeError(f"need Y (N, nv, 10 nb), tau (N, nv), theta0 (nb, 10); got {Y.shape}, {tau.shape}, "
-                         f"{theta0.shape}")
-    nb = theta0.shape[0]
+    nb = theta0.shape[0] if theta0.ndim == 2 else -1
+    p = 10 * nb if layout is None else layout.p
+    if Y.ndim != 3 or tau.shape != Y.shape[:2] or theta0.shape != (nb, 10) or Y.shape[2] != p or \
+            (layout is not None and layout.inertial.shape != (10 * nb,)):
+        raise ShapeError(f"need Y (N, nv, p = {'10 nb' if layout is None else 'layout.p'}), tau (N, nv), "
+                         f"theta0 (nb, 10); got {Y.shape}, {tau.shape}, {theta0.shape}"
+                         + ("" if layout is None else f", layout.p = {layout.p}, {len(layout.inertial) // 10} bodies"))
     free = jnp.ones(nb, bool) if fixed is None else ~jnp.asarray(fixed, bool)
     if free.shape != (nb,):
         raise ShapeError(f"fixed must be (nb,) = ({nb},), got {free.shape}")
@@ -183,33 +237,41 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
     if bool(jnp.any(bad)):
         raise ArgumentError(f"theta0 rows {np.flatnonzero(np.asarray(bad)).tolist()} are not finite (bodies without a "
                             "positive-definite pseudo-inertia, e.g. massless): mark them fixed and give pi_fixed")
+    nj = 0 if layout is None else len(layout.joint)
+    s0 = jnp.zeros(0, theta0.dtype) if layout is None else jnp.asarray(joint0, theta0.dtype)
+    if s0.shape != (nj,) or not bool(jnp.all(s0 >= 0)):
+        raise ArgumentError(f"joint0 must be {nj} nonnegative joint-term coefficients (the layout's), got "
+                            f"{None if joint0 is None else np.asarray(joint0).tolist()}")
+    s0 = jnp.sqrt(s0)
     theta0 = jnp.where(free[:, None], theta0, 0.0)
     w = jnp.ones(Y.shape[1]) if weights is None else jnp.asarray(weights)
-    # normal equations once: the loss is quadratic in pi, so each evaluation is O(p^2)
+    # normal equations once: the loss is quadratic in x, so each evaluation is O(p^2)
     Yw = Y * w[None, :, None]
     A = jnp.einsum("nip,niq->pq", Yw, Yw) / (Y.shape[0] * Y.shape[1])
     b = jnp.einsum("nip,ni->p", Yw, tau * w[None, :]) / (Y.shape[0] * Y.shape[1])
     c = jnp.sum((tau * w[None, :]) ** 2) / (Y.shape[0] * Y.shape[1])
-    p = Y.shape[2]
-
     free10 = jnp.repeat(free, 10)
+    ii = np.arange(10 * nb) if layout is None else layout.inertial
+    jj = np.zeros(0, int) if layout is None else layout.joint
 
-    def params(th):
-        return jnp.where(free10, parameters_from_log_cholesky(jnp.where(free[:, None], th, theta0)), pf)
+    def params(v):
+        th, s = v
+        pi = jnp.where(free10, parameters_from_log_cholesky(jnp.where(free[:, None], th, theta0)), pf)
+        return jnp.zeros(p, pi.dtype).at[ii].set(pi).at[jj].set(s ** 2)
 
-    def loss(th):
-        pi = params(th)
-        val = pi @ A @ pi - 2 * b @ pi + c
+    def loss(v):
+        x = params(v)
+        val = x @ A @ x - 2 * b @ x + c
         if prior is not None:
-            val = val + prior_weight ** 2 * jnp.sum((pi - prior) ** 2) / p
+            val = val + prior_weight ** 2 * jnp.sum((x - prior) ** 2) / p
         return val
 
     @jax.jit
-    def run(th):
-        th, hist = lbfgs_minimize(loss, th, steps)
-        return jnp.where(free[:, None], th, jnp.nan), params(th), hist
+    def run(v):
+        v, hist = lbfgs_minimize(loss, v, steps)
+        return jnp.where(free[:, None], v[0], jnp.nan), params(v), hist
 
-    return ConsistentFit(*run(theta0))
+    return ConsistentFit(*run((theta0, s0)))
 
 
 def simulation_error(model, theta, q0, qd0, U, dt, Q_meas, stepper="rk4", free=None):
@@ -305,14 +367,20 @@ def sample_fourier(f: Fourier, t):
     return jax.vmap(lambda s: fourier_eval(f, s))(jnp.asarray(t))
 
 
-regressors = jax.jit(jax.vmap(regressor, in_axes=(None, 0, 0, 0)))
-regressors.__doc__ = """Y (N, nv, 10 nb): :func:`regressor` at N samples Q, QD, QDD (N, nv) (one compiled program
-per model structure)."""
+def regressors(model, Q, QD, QDD, terms=()):
+    """Y (N, nv, p): :func:`regressor` at N samples Q, QD, QDD (N, nv) (one compiled program
+    per model structure and terms)."""
+    return _regressors(model, Q, QD, QDD, jt.check_terms(terms))
 
 
-def stacked_regressor(model, Q, QD, QDD):
-    """W (N nv, 10 nb): the regressors of N samples stacked."""
-    Y = regressors(model, Q, QD, QDD)
+@partial(jax.jit, static_argnames="terms")
+def _regressors(model, Q, QD, QDD, terms):
+    return jax.vmap(lambda q, v, a: _regressor(model, q, v, a, terms))(Q, QD, QDD)
+
+
+def stacked_regressor(model, Q, QD, QDD, terms=()):
+    """W (N nv, p): the regressors of N samples stacked."""
+    Y = regressors(model, Q, QD, QDD, terms)
     return Y.reshape(-1, Y.shape[-1])
 
 
@@ -330,10 +398,11 @@ def _condition_number(W, independent):
     return s[0] / s[-1]
 
 
-def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, learning_rate=0.02):
-    """Lower the condition number of the base regressor over the samples t by Adam on the
-    Fourier coefficients (log cond; amplitudes re-bounded to the start's per-joint range after
-    every step).  Returns (Fourier, cond history (steps + 1,))."""
+def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, learning_rate=0.02, terms=()):
+    """Lower the condition number of the base regressor (with the joint ``terms``) over the
+    samples t by Adam on the Fourier coefficients (log cond; amplitudes re-bounded to the
+    start's per-joint range after every step).  Returns (Fourier, cond history (steps + 1,))."""
+    terms = jt.check_terms(terms)
     wl = (f.w_f * jnp.arange(1, f.a.shape[1] + 1, dtype=f.a.dtype))[None, :]
     half0 = jnp.sum((jnp.abs(f.a) + jnp.abs(f.b)) / wl, 1)
 
@@ -346,7 +415,7 @@ def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, le
     def logcond(ab):
         a, b = rescale(ab)
         Q, QD, QDD = sample_fourier(f._replace(a=a, b=b), t)
-        return jnp.log(condition_number(stacked_regressor(model, Q, QD, QDD), base))
+        return jnp.log(condition_number(stacked_regressor(model, Q, QD, QDD, terms), base))
 
     opt = optax.adam(learning_rate)
 

@@ -175,13 +175,13 @@ def forest(models, name="forest") -> object:
     body and joint names prefixed by the model index; body frames only; the first model's
     gravity): the state layout [q_0; q_1; ...] of a :class:`GraspSystem`."""
     cols = {k: [] for k in ("parent", "jtype", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia",
-                            "armature", "damping", "q_lower", "q_upper", "effort_limit", "velocity_limit",
-                            "body_names", "joint_names")}
+                            "armature", "damping", "friction", "q_lower", "q_upper", "effort_limit",
+                            "velocity_limit", "body_names", "joint_names")}
     off = 0
     for i, m in enumerate(models):
         cols["parent"] += [int(p) + off if p >= 0 else -1 for p in np.asarray(m.parent)]
         for k in ("jtype", "Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia", "armature", "damping",
-                  "q_lower", "q_upper", "effort_limit", "velocity_limit"):
+                  "friction", "q_lower", "q_upper", "effort_limit", "velocity_limit"):
             cols[k] += list(np.asarray(getattr(m, k)))
         cols["body_names"] += [f"{i}:{b}" for b in m.body_names]
         cols["joint_names"] += [f"{i}:{j}" for j in m.joint_names]

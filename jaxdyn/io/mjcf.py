@@ -24,6 +24,8 @@ compiled model.  The mapping, MuJoCo -> jaxdyn:
 * **Parameters.**  Masses, COMs and inertias (``body_inertia`` about ``body_ipos`` in the
   ``body_iquat`` axes; for a body MuJoCo flags ``body_simple``, about its origin in its axes,
   as MuJoCo's own kinematics places it); ``dof_armature``; ``dof_damping`` (viscous, as MuJoCo's passive force);
+  ``dof_frictionloss`` -> ``friction`` (Coulomb; kept for identification and URDF output, not
+  applied by jaxdyn's forward dynamics, so it is also named in the warning below);
   ``jnt_range`` of limited hinges and slides; gravity (zero if the model disables it).
   ``effort_limit`` of a hinge or slide: the sum over actuators with a joint transmission of
   |gear| times the bound of the actuator force (``forcerange``, and for a motor, gain times
@@ -35,7 +37,7 @@ compiled model.  The mapping, MuJoCo -> jaxdyn:
   (``solref`` / ``solimp``); jaxdyn's constrained dynamics hold them exactly.
 
 Not modelled, dropped with a warning that names them: contacts (geoms only give inertias),
-joint ``frictionloss``, joint springs (``stiffness``), tendons, ``gravcomp``, fluid forces
+joint ``frictionloss`` (read, not simulated), joint springs (``stiffness``), tendons, ``gravcomp``, fluid forces
 (``density`` / ``viscosity``), joint and tendon equalities, ball-joint cone limits.
 """
 from __future__ import annotations
@@ -133,7 +135,8 @@ def _dropped(m, names):
     jn = names["joint"]
     js = sorted({jn[m.dof_jntid[d]] for d in np.nonzero(m.dof_frictionloss)[0]})
     if js:
-        out.append(f"joint frictionloss on {js[:6]}{' ...' if len(js) > 6 else ''}")
+        out.append(f"joint frictionloss on {js[:6]}{' ...' if len(js) > 6 else ''} (kept as Model.friction, "
+                   "not applied by forward dynamics)")
     js = [jn[j] for j in np.nonzero(m.jnt_stiffness)[0]]
     if js:
         out.append(f"joint springs (stiffness) on {js[:6]}{' ...' if len(js) > 6 else ''}")
@@ -218,7 +221,8 @@ def parse_mjcf(path_or_xml):
     for j in range(m.njnt):
         if m.jnt_type[j] == _FREE:
             d = int(m.jnt_dofadr[j])
-            for what, arr in (("armature", m.dof_armature), ("damping", m.dof_damping)):
+            for what, arr in (("armature", m.dof_armature), ("damping", m.dof_damping),
+                              ("frictionloss", m.dof_frictionloss)):
                 if np.ptp(arr[d:d + 3]) > 0:
                     raise MJCFError(f"{where}: free joint {jname[j]!r}: {what} {arr[d:d + 3].tolist()} differs "
                                     "between its linear dofs (world axes in MuJoCo, body axes in jaxdyn)")
@@ -228,7 +232,7 @@ def parse_mjcf(path_or_xml):
                       stacklevel=3)
     gravity = np.zeros(3) if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY else np.array(m.opt.gravity)
     args = tree_arguments(bodies, frames, name, armature=np.array(m.dof_armature), damping=np.array(m.dof_damping),
-                          q_lower=lo, q_upper=hi, effort_limit=_effort_limits(m, where), gravity=gravity)
+                          friction=np.array(m.dof_frictionloss), q_lower=lo, q_upper=hi, effort_limit=_effort_limits(m, where), gravity=gravity)
     return args, _equalities(m, names, bname, where, Constraint)
 
 

@@ -10,6 +10,7 @@ ERD_URDFS = {
     "anymal_c": "anymal_c_simple_description/urdf/anymal.urdf",
     "talos_reduced": "talos_data/robots/talos_reduced.urdf",
     "g1": "g1_description/urdf/g1_29dof_rev_1_0.urdf",
+    "xarm7": "xarm_description/urdf/xarm7.urdf",
 }
 """Short names for URDFs of the example-robot-data package ("erd:panda")."""
 

@@ -127,8 +127,9 @@ def combine_bodies(m1, c1, I1, m2, c2, I2):
 
 
 def _joint_data(ctx, el, where, typ):
-    """(joint code, unit axis, lower, upper, damping, effort, velocity) of a movable <joint>
-    (effort / velocity None where absent or 0: no limit, as urdfdom's default 0 means)."""
+    """(joint code, unit axis, lower, upper, damping, friction, effort, velocity) of a movable
+    <joint> (effort / velocity None where absent or 0: no limit, as urdfdom's default 0 means;
+    damping and Coulomb friction from ``<dynamics>``, 0 where absent)."""
     ax = ctx.floats(el.find("axis"), "xyz", 3, where + "/axis", (1, 0, 0))
     n = np.linalg.norm(ax)
     if n == 0 or abs(n - 1) > 1e-3:
@@ -148,10 +149,14 @@ def _joint_data(ctx, el, where, typ):
             if x is not None and x < 0:
                 raise ctx.err(where + "/limit", f"{a}={x} must be nonnegative (0: no limit)")
     dyn = el.find("dynamics")
-    damping = float(ctx.floats(dyn, "damping", 1, where + "/dynamics", (0.0,))[0]) if dyn is not None else 0.0
+    damping, friction = (float(ctx.floats(dyn, a, 1, where + "/dynamics", (0.0,))[0]) if dyn is not None else 0.0
+                         for a in ("damping", "friction"))
+    for a, x in (("damping", damping), ("friction", friction)):
+        if x < 0:
+            raise ctx.err(where + "/dynamics", f"{a}={x} must be nonnegative")
     jt = {"revolute": J.REVOLUTE, "continuous": J.REVOLUTE_UB, "prismatic": J.PRISMATIC,
           "floating": J.FREE, "planar": J.PLANAR}[typ]
-    return jt, ax / n, lo, hi, damping, effort, velocity
+    return jt, ax / n, lo, hi, damping, friction, effort, velocity
 
 
 def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
@@ -232,9 +237,9 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
         mb, cb, Ib = bodies[b]["m"], bodies[b]["c"], bodies[b]["I"]
         bodies[b]["m"], bodies[b]["c"], bodies[b]["I"] = combine_bodies(mb, cb, Ib, m, R @ c + p, R @ I @ R.T)
 
-    def new_body(name, jname, jt, parent, R, p, axis, lo, hi, damping, effort=None, velocity=None):
+    def new_body(name, jname, jt, parent, R, p, axis, lo, hi, damping, friction=0.0, effort=None, velocity=None):
         bodies.append(dict(name=name, jname=jname, jt=jt, parent=parent, R=R, p=p, axis=axis, lo=lo, hi=hi,
-                           damping=damping, effort=effort, velocity=velocity, m=0.0, c=np.zeros(3),
+                           damping=damping, friction=friction, effort=effort, velocity=velocity, m=0.0, c=np.zeros(3),
                            I=np.zeros((3, 3))))
         return len(bodies) - 1
 
@@ -269,8 +274,8 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
             frames.append((chi, b, R.T, p))
             add_inertia(b, R, p, chi)
         else:
-            jt, ax, lo, hi, damping, effort, velocity = _joint_data(ctx, el, where, typ)
-            nb_ = new_body(chi, jn, jt, b, R, p, ax, lo, hi, damping, effort, velocity)
+            jt, ax, lo, hi, damping, friction, effort, velocity = _joint_data(ctx, el, where, typ)
+            nb_ = new_body(chi, jn, jt, b, R, p, ax, lo, hi, damping, friction, effort, velocity)
             link_at[chi] = (nb_, np.eye(3), np.zeros(3))
             frames.append((jn, nb_, np.eye(3), np.zeros(3)))
             frames.append((chi, nb_, np.eye(3), np.zeros(3)))
@@ -281,7 +286,7 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
         raise URDFError(f"{path}: links {lost[:10]} are not reachable from root link {rootl!r}: "
                         "their joints form a cycle")
     name = root.get("name") or os.path.splitext(os.path.basename(path))[0]
-    lo, hi, damp, eff, vel = [], [], [], [], []
+    lo, hi, damp, fric, eff, vel = [], [], [], [], [], []
     for bd in bodies:
         nq_, nv_ = J.NQ[bd["jt"]], J.NV[bd["jt"]]
         if bd["lo"] is not None:
@@ -289,11 +294,12 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
         else:
             lo.append([-np.inf] * nq_); hi.append([np.inf] * nq_)
         damp.append([bd["damping"] or 0.0] * nv_)
+        fric.append([bd["friction"] or 0.0] * nv_)
         eff.append([bd["effort"] or np.inf] * nv_)
         vel.append([bd["velocity"] or np.inf] * nv_)
     cat = lambda xs: np.concatenate([np.asarray(x, float) for x in xs]) if xs else np.zeros(0)
     return tree_arguments(bodies, frames, name, q_lower=cat(lo), q_upper=cat(hi), damping=cat(damp),
-                          effort_limit=cat(eff), velocity_limit=cat(vel))
+                          friction=cat(fric), effort_limit=cat(eff), velocity_limit=cat(vel))
 
 
 def tree_arguments(bodies, frames, name, **joint_data):

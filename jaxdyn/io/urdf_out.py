@@ -15,7 +15,7 @@ several frames sharing a name may change).  A FREE root's joint comes back as ``
 body's child joints are not in name order, massless links "<body>_order<k>" on fixed joints
 keep them in order: loaders visit child joints by name).  Limits: position limits where finite (a revolute or
 prismatic joint with no limits gets ``lower = upper = 0``, which :func:`~jaxdyn.load_urdf`
-reads as none), ``effort`` / ``velocity`` where finite (0: none), ``<dynamics damping>``.
+reads as none), ``effort`` / ``velocity`` where finite (0: none), ``<dynamics damping friction>``.
 
 Not representable in URDF, so refused with :class:`~jaxdyn.errors.ModelError` naming the
 body: SPHERICAL and HELICAL joints, a FREE joint that is not the only root.  Dropped with a
@@ -61,8 +61,8 @@ def urdf_string(model) -> str:
     if isinstance(model, Stack) or np.ndim(model.mass) != 1:
         raise ModelError("save_urdf needs one Model (not a stack or a model with a batch axis)")
     P = {k: np.asarray(getattr(model, k), float) for k in
-         ("Xtree_E", "Xtree_r", "axis", "mass", "com", "inertia", "armature", "damping", "q_lower", "q_upper",
-          "effort_limit", "velocity_limit", "frame_E", "frame_r", "gravity")}
+         ("Xtree_E", "Xtree_r", "axis", "mass", "com", "inertia", "armature", "damping", "friction", "q_lower",
+          "q_upper", "effort_limit", "velocity_limit", "frame_E", "frame_r", "gravity")}
     jt, parent, nb = model.jtype, model.parent, model.nb
     names = model.body_names
     for i in range(nb):
@@ -137,8 +137,8 @@ def urdf_string(model) -> str:
                 x = P[k][d]
                 lim[a] = _num(x if np.isfinite(x) else 0.0)
             ET.SubElement(j, "limit", **lim)
-        if np.any(P["damping"][d:int(va[i + 1])]):
-            ET.SubElement(j, "dynamics", damping=_num(P["damping"][d]))
+        if np.any(P["damping"][d:int(va[i + 1])]) or np.any(P["friction"][d:int(va[i + 1])]):
+            ET.SubElement(j, "dynamics", damping=_num(P["damping"][d]), friction=_num(P["friction"][d]))
     # frames other than the bodies' and joints' own (merged fixed links, MJCF sites): a massless
     # link on a fixed joint, both named after the frame ("<name>_frame" where the name is taken:
     # URDF link names and joint names are unique, e.g. a link named like a movable joint)

@@ -25,6 +25,10 @@ com        (nb, 3)        center of mass in the body frame
 inertia    (nb, 3, 3)     rotational inertia about the COM, body-frame axes
 armature   (nv,)          rotor inertia added to the diagonal of M
 damping    (nv,)          viscous joint damping (``forward_dynamics`` and rollouts)
+friction   (nv,)          Coulomb joint friction, the torque magnitude opposing motion (URDF
+                          ``<dynamics friction>``, MJCF ``frictionloss``; Pinocchio's
+                          ``model.friction``).  Identified by :mod:`jaxdyn.apps.sysid`; *not*
+                          applied by ``forward_dynamics`` or rollouts (as Pinocchio's ``aba``)
 q_lower    (nq,)          lower position limits (-inf if none)
 q_upper    (nq,)          upper position limits (+inf if none)
 effort_limit (nv,)        largest |tau| of each dof (+inf if none; URDF ``<limit effort>``, MJCF motors)
@@ -49,7 +53,7 @@ from . import joints as J
 from .validate import check_inertia
 
 PARAM_FIELDS = ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia", "armature", "damping",
-                "q_lower", "q_upper", "effort_limit", "velocity_limit", "frame_E", "frame_r", "gravity")
+                "friction", "q_lower", "q_upper", "effort_limit", "velocity_limit", "frame_E", "frame_r", "gravity")
 """Array leaves of a Model."""
 TOPOLOGY_FIELDS = ("parent", "jtype", "body_names", "joint_names", "frame_names", "frame_body")
 """The fields of a :class:`Topology`."""
@@ -201,6 +205,7 @@ class Model:
     inertia: jax.Array
     armature: jax.Array
     damping: jax.Array
+    friction: jax.Array
     q_lower: jax.Array
     q_upper: jax.Array
     effort_limit: jax.Array
@@ -318,7 +323,7 @@ jax.tree_util.register_dataclass(Model, data_fields=list(PARAM_FIELDS), meta_fie
 
 
 def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pitch=None,
-                armature=None, damping=None, q_lower=None, q_upper=None, effort_limit=None,
+                armature=None, damping=None, friction=None, q_lower=None, q_upper=None, effort_limit=None,
                 velocity_limit=None, gravity=(0.0, 0.0, -9.81),
                 body_names=None, joint_names=None, frames=None, name="model", triangle="raise",
                 inertia_policy="raise") -> Model:
@@ -386,8 +391,10 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
     hi = np.full(nq, np.inf) if q_upper is None else np.asarray(q_upper, float).reshape(nq)
     arm = np.zeros(nv) if armature is None else np.asarray(armature, float).reshape(nv)
     damp = np.zeros(nv) if damping is None else np.asarray(damping, float).reshape(nv)
-    if np.any(arm < 0) or np.any(damp < 0):
-        raise ModelError(f"{name}: armature and damping must be nonnegative")
+    fric = np.zeros(nv) if friction is None else np.asarray(friction, float).reshape(nv)
+    if not (np.all(arm >= 0) and np.all(damp >= 0) and np.all(fric >= 0)):
+        raise ModelError(f"{name}: armature, damping and friction must be nonnegative, got armature {arm.tolist()}, "
+                         f"damping {damp.tolist()}, friction {fric.tolist()}")
     lims = {}
     for what, x in (("effort_limit", effort_limit), ("velocity_limit", velocity_limit)):
         lims[what] = np.full(nv, np.inf) if x is None else np.asarray(x, float).reshape(nv)
@@ -407,7 +414,7 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
                     tuple(fbody))
     f = jax.device_put      # numpy -> device without compiling a conversion per shape (jnp.asarray does)
     return Model(Xtree_E=f(Xtree_E), Xtree_r=f(Xtree_r), axis=f(axis), pitch=f(pitch), mass=f(mass), com=f(com),
-                 inertia=f(inertia), armature=f(arm), damping=f(damp), q_lower=f(lo), q_upper=f(hi),
+                 inertia=f(inertia), armature=f(arm), damping=f(damp), friction=f(fric), q_lower=f(lo), q_upper=f(hi),
                  effort_limit=f(lims["effort_limit"]), velocity_limit=f(lims["velocity_limit"]),
                  frame_E=f(np.asarray(fE).reshape(-1, 3, 3)), frame_r=f(np.asarray(fr).reshape(-1, 3)),
                  gravity=f(np.asarray(gravity, float)), topology=topo, name=name)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from ..errors import ArgumentError, ShapeError
 
-PARAMETERS = ("mass", "com", "inertia", "armature", "damping", "Xtree_E", "Xtree_r", "axis", "pitch",
+PARAMETERS = ("mass", "com", "inertia", "armature", "damping", "friction", "Xtree_E", "Xtree_r", "axis", "pitch",
               "gravity")
 """Float fields of a Model that ``parameters`` may return (joint limits and frame placements
 are data, not parameters; ``v_pad`` is padding bookkeeping)."""
@@ -28,7 +28,7 @@ INERTIAL = ("mass", "com", "inertia")
 
 def parameters(model, names=PARAMETERS) -> dict:
     """Dict {name: array} of the model's float parameters (shapes as in the Model: mass (nb,),
-    com (nb, 3), inertia (nb, 3, 3), armature/damping (nv,), Xtree_E (nb, 3, 3), Xtree_r (nb, 3),
+    com (nb, 3), inertia (nb, 3, 3), armature/damping/friction (nv,), Xtree_E (nb, 3, 3), Xtree_r (nb, 3),
     axis (nb, 3), pitch (nb,), gravity (3,); a leading axis for stacked models)."""
     names = (names,) if isinstance(names, str) else tuple(names)
     for n in names:

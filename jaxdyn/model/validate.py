@@ -88,7 +88,7 @@ def _problems_one(model, lead=""):
     name = model.name
     arrays = {f: np.asarray(getattr(model, f)) for f in
               ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia", "armature", "damping",
-               "gravity", "frame_E", "frame_r")}
+               "friction", "gravity", "frame_E", "frame_r")}
     for f, a in arrays.items():
         if not np.all(np.isfinite(a)):
             bad = tuple(int(i) for i in np.argwhere(~np.isfinite(a))[0])
@@ -96,7 +96,7 @@ def _problems_one(model, lead=""):
     if out:
         return out
     jt = np.asarray(model.jtype)
-    for f in ("armature", "damping"):
+    for f in ("armature", "damping", "friction"):
         if np.any(arrays[f] < 0):
             out.append(f"{name}{lead}: {f} must be nonnegative, got {arrays[f].tolist()}")
     if arrays["gravity"].shape != (3,):
@@ -119,7 +119,7 @@ def _problems_one(model, lead=""):
 def validate(model, *, triangle="raise", raise_errors=True):
     """Check a Model's parameters outside jit (e.g. after ``model.replace(...)`` or an optimizer
     step): finite values, orthonormal Xtree rotations, unit joint axes, nonnegative masses,
-    armature and damping, and physically valid inertias (see the module docstring for the
+    armature, damping and friction, and physically valid inertias (see the module docstring for the
     tolerance; ``triangle="ignore"`` skips the triangle inequality, which some real URDFs
     violate).  A stacked model is checked robot by robot.
 
