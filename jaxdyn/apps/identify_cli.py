@@ -289,7 +289,7 @@ def run(args) -> int:
              NO_POSITION_LIMITS if not has_position_limits(true) else
              "joint limits: " + ('; '.join(lim_lines) if lim_lines else "respected by the excitation"),
              wall_time_line(wall, getattr(args, "started", None), "identification")]
-    _write(out, name, true, lay, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
+    _write(out, name, true, lay, base, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
            np.asarray(fit.history), lines, np.asarray(Qm), e["dt"])
     print("\n".join(lines))
     return 0
@@ -337,9 +337,10 @@ def signal_to_noise(tau, fitted, noise_std):
     return np.sqrt(np.maximum(var - s ** 2, 0.0)) / np.maximum(s, 1e-300), how
 
 
-def _write(out, name, model, lay, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines,
+def _write(out, name, model, lay, base, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines,
            Q_data, dt):
-    """The files of a run; parameters in the order of ``lay`` (:func:`joint_terms.layout`);
+    """The files of a run; parameters in the order of ``lay`` (:func:`joint_terms.layout`),
+    base parameters of ``base``;
     ``Q_data`` (N, nq) the identification data's configurations at spacing ``dt`` (animated
     with the identified model)."""
     import numpy as np
@@ -377,21 +378,41 @@ def _write(out, name, model, lay, pi_true, pi_start, pi_c, pib_true, pib_ls, pib
                  + "\n")
     if plt is None:
         return
-    fig, ax = plt.subplots(figsize=(max(6, 0.25 * pib_true.size), 3.5))
-    x = np.arange(pib_true.size)
-    ax.bar(x - 0.25, pib_true, 0.25, label="true")
-    ax.bar(x, pib_ls, 0.25, label="least squares")
-    ax.bar(x + 0.25, pib_c, 0.25, label="consistent")
-    ax.set_xlabel("base parameter (index in base_parameters.csv)")
-    ax.set_ylabel("value (kg, kg m or kg m^2)")
-    ax.set_title(f"{name} ({model.name}): identified vs true base parameters")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "params.png"), dpi=80)
-    plt.close(fig)
+    _plot_base_parameters(plt, os.path.join(out, "params.png"), f"{name} ({model.name})", lay, base, pib_true,
+                          pib_ls, pib_c)
     lab = dof_labels(model)
     plot_columns(os.path.join(out, "residuals.png"), f"{name} ({model.name}): held-out torque prediction error", tv,
                  res_ls, lambda j: f"{lab[j][0]} error ({lab[j][3]})", label="least squares", other=res_c,
                  other_label="consistent")
     plot_curve(os.path.join(out, "loss.png"), f"{name}: consistent refinement", hist, "L-BFGS iteration",
                "weighted torque loss")
+
+
+UNITS = (("m", "mass (kg)"), ("mc", "first moment (kg m)"), ("I", "inertia (kg m^2)"),
+         ("armature", "armature (kg m^2 or kg)"), ("viscous", "viscous (N m s/rad or N s/m)"),
+         ("coulomb", "Coulomb (N m or N)"))
+"""Kinds of parameters by the prefix of their name, and the axis label of each kind."""
+
+
+def _plot_base_parameters(plt, path, title, lay, base, pib_true, pib_ls, pib_c):
+    """params.png: true, least-squares and consistent base parameters, one panel per kind of
+    parameter (the kind of the parameter each base parameter is kept at: its unit), x the index
+    in base_parameters.csv."""
+    import numpy as np
+    kind = [next(i for i, (pre, _) in reversed(list(enumerate(UNITS))) if lay.names[j][1].startswith(pre))
+            for j in base.independent]
+    kinds = sorted(set(kind))
+    fig, axes = plt.subplots(len(kinds), 1, figsize=(max(6.0, 0.22 * len(kind)), 1.9 * len(kinds) + 0.8),
+                             squeeze=False)
+    for ax, k in zip(axes[:, 0], kinds):
+        x = np.flatnonzero(np.asarray(kind) == k)
+        for dx, v, lab in ((-0.27, pib_true, "true"), (0.0, pib_ls, "least squares"), (0.27, pib_c, "consistent")):
+            ax.bar(x + dx, v[x], 0.27, label=lab)
+        ax.set_xlim(-1, len(kind))
+        ax.set_ylabel(UNITS[k][1], fontsize=8)
+    axes[0, 0].legend(fontsize=7, ncol=3)
+    axes[0, 0].set_title(f"{title}: identified vs true base parameters")
+    axes[-1, 0].set_xlabel("base parameter (index in base_parameters.csv)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
