@@ -4,8 +4,8 @@ The UFactory xArm7 of example-robot-data declares viscous and Coulomb friction p
 (``<dynamics damping friction>``).  Its motor torques along a Fourier excitation are
 ``rnea + damping qd + friction sign(qd)``; with torque and measurement noise added, the
 regressor with friction columns (``terms=("viscous", "coulomb")``) gives the base parameters
-by least squares, then a physically consistent fit (log-Cholesky inertias, nonnegative
-friction).  Writes ``friction.png``: true vs identified coefficients per joint.
+by least squares, then a physically consistent fit (log-Cholesky inertias; the friction
+coefficients enter linearly).  Writes ``friction.png``: true vs identified coefficients per joint.
 
     python examples/urdf_friction_identification.py      (needs: pip install example-robot-data)
 """

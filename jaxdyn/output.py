@@ -24,6 +24,45 @@ def dof_labels(model):
     return out
 
 
+def position_columns(model, Q):
+    """Joint positions as users read them: (series (N, k), labels k x (name, unit)) from Q
+    (N, nq).  A 1-dof joint's coordinate as it is (a revolute_unbounded's angle from its
+    (cos, sin)); a free joint as its position x, y, z (m) and roll, pitch, yaw (rad; URDF's
+    R = Rz(yaw) Ry(pitch) Rx(roll), unwrapped in time) of its quaternion; a spherical joint as
+    roll, pitch, yaw; a planar joint as x, y (m) and its angle (rad)."""
+    from .model import joints as J
+    Q = np.asarray(Q, float).reshape(-1, model.nq)
+    cols, labels = [], []
+    qa = np.concatenate([[0], np.cumsum([J.NQ[int(t)] for t in model.jtype])])
+    for b, t in enumerate(int(x) for x in model.jtype):
+        q, nm = Q[:, qa[b]:qa[b + 1]], model.joint_names[b]
+        if t in (J.REVOLUTE, J.HELICAL):
+            cols.append(q[:, 0]); labels.append((nm, "rad"))
+        elif t == J.PRISMATIC:
+            cols.append(q[:, 0]); labels.append((nm, "m"))
+        elif t == J.REVOLUTE_UB:
+            cols.append(np.unwrap(np.arctan2(q[:, 1], q[:, 0]))); labels.append((nm, "rad"))
+        elif t == J.PLANAR:
+            cols += [q[:, 0], q[:, 1], np.unwrap(np.arctan2(q[:, 3], q[:, 2]))]
+            labels += [(f"{nm} x", "m"), (f"{nm} y", "m"), (f"{nm} angle", "rad")]
+        elif t in (J.FREE, J.SPHERICAL):
+            if t == J.FREE:
+                cols += [q[:, 0], q[:, 1], q[:, 2]]
+                labels += [(f"{nm} x", "m"), (f"{nm} y", "m"), (f"{nm} z", "m")]
+            cols += list(_quaternion_rpy(q[:, -4:]).T)
+            labels += [(f"{nm} {a}", "rad") for a in ("roll", "pitch", "yaw")]
+    return (np.stack(cols, 1) if cols else np.zeros((Q.shape[0], 0))), labels
+
+
+def _quaternion_rpy(quat):
+    """(N, 3) roll, pitch, yaw of quaternions (N, 4) [x y z w] (normalized here), unwrapped."""
+    x, y, z, w = (quat / np.linalg.norm(quat, axis=1, keepdims=True)).T
+    r00, r10 = 1 - 2 * (y * y + z * z), 2 * (x * y + z * w)
+    r20, r21, r22 = 2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)
+    rpy = np.stack([np.arctan2(r21, r22), np.arctan2(-r20, np.hypot(r00, r10)), np.arctan2(r10, r00)], 1)
+    return np.unwrap(rpy, axis=0) if len(rpy) else rpy
+
+
 def write_trajectory_csv(path, t, Q, V, Tau):
     """trajectory.csv: columns t, q1..qn, qd1..qdn, tau1..taun; t (N,), Q (N, nq), V and Tau (N, nv)."""
     n, nv = Q.shape[1], V.shape[1]
@@ -49,6 +88,20 @@ def pyplot():
     return plt
 
 
+def steady_axis(ax, *ys):
+    """Give a panel whose curves ``ys`` are constant up to round-off (span below 1e-9 of their
+    magnitude, at least 1e-9) a fixed window of +-1e-3 (relative, at least 1e-3) around their
+    value, so that round-off noise is not blown up to the panel's height; plain tick labels
+    (no offset)."""
+    y = np.concatenate([np.ravel(np.asarray(v, float)) for v in ys])
+    y = y[np.isfinite(y)]
+    ax.ticklabel_format(axis="y", useOffset=False)
+    if y.size and np.ptp(y) <= 1e-9 * max(1.0, float(np.max(np.abs(y)))):
+        mid = float(np.mean(y))
+        half = 1e-3 * max(1.0, abs(mid))
+        ax.set_ylim(mid - half, mid + half)
+
+
 def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, other_label=None, other_t=None,
                  marks=None, marks_label="target"):
     """One panel per column of series (N, n) against t (N,) (three panels a row), with an
@@ -61,7 +114,7 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
     ncol = series.shape[1]
     cols = 3 if ncol > 3 else max(ncol, 1)
     rows = max(int(np.ceil(ncol / cols)), 1)
-    fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False, layout="constrained")
     fig.suptitle(title)
     axs = axs.ravel()
     for j in range(ncol):
@@ -70,7 +123,8 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
             axs[j].plot(t if other_t is None else other_t, other[:, j], "--", label=other_label)
         if marks is not None and np.isfinite(marks[j]):
             axs[j].plot([t[-1]], [marks[j]], "rx", ms=9, mew=2, label=marks_label)
-        axs[j].ticklabel_format(axis="y", useOffset=False)
+        steady_axis(axs[j], series[:, j], *([] if other is None else [other[:, j]]),
+                    *([] if marks is None else [marks[j:j + 1]]))
         axs[j].set_xlabel("time (s)")
         axs[j].set_ylabel(ylabel(j))
         axs[j].grid(alpha=0.3)
@@ -78,7 +132,6 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
         axs[0].legend(fontsize=7)
     for ax in axs[ncol:]:
         ax.set_visible(False)
-    fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return True
@@ -117,11 +170,11 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
 
     os.makedirs(out, exist_ok=True)
     q, v, tau = Q[0], V[0], Tau[0]
-    n, nv = model.nq, model.nv
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, q, v, tau)
     from .viewer import animate
+    from .io.named import urdf_path
     animate(closed if closed is not None else model, q, os.path.join(out, "animation.html"), t=t,
-            title=f"{cfg['name']} ({model.name})")
+            title=f"{cfg['name']} ({model.name})", visuals=urdf_path(cfg["robot"]["name"]))
     files = ["trajectory.csv", "animation.html"]
     forced = traj_fn is not None
     qdes = np.asarray(jax.vmap(lambda tt: traj_fn(tt)[0])(t)) if forced else None
@@ -133,8 +186,9 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
             files.append(fname)
 
     lab = dof_labels(model)
-    qlabel = (lambda j: f"{lab[j][0]} ({lab[j][1]})") if n == nv else (lambda j: f"q[{j}]")
-    panels(f"{cfg['name']}: joint positions ({model.name})", q, qlabel, "joints.png", qdes)
+    qs, qlab = position_columns(model, q)
+    panels(f"{cfg['name']}: joint positions ({model.name})", qs, lambda j: f"{qlab[j][0]} ({qlab[j][1]})",
+           "joints.png", None if qdes is None else position_columns(model, qdes)[0])
     if forced:  # Fig. 5: the feed-forward torques
         panels(f"{cfg['name']}: joint torques / forces", tau, lambda j: f"{lab[j][0]} ({lab[j][3]})",
                "torques.png")
@@ -145,14 +199,15 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         pos = jax.vmap(lambda qq: jaxdyn.frame_pose(model, qq, fid)[1])
         ee = np.asarray(pos(q))
         fig, axs = plt.subplots(1, 3, figsize=(12, 3.2))
-        fig.suptitle(f"{cfg['name']}: end-effector position ('{name}') in the base frame (Fig. 7)")
+        fig.suptitle(f"{cfg['name']} ({model.name}): position of frame '{name}' in the world frame")
         ee_d = np.asarray(pos(qdes)) if forced else None
         for k, lab in enumerate("XYZ"):
             axs[k].plot(t, ee[:, k], label="simulated")
             if forced:
                 axs[k].plot(t, ee_d[:, k], "--", label="desired")
             axs[k].set_xlabel("time (s)")
-            axs[k].set_ylabel(f"{lab}_1 (m)")
+            axs[k].set_ylabel(f"{name} {lab.lower()} (m)")
+            steady_axis(axs[k], ee[:, k], *([] if ee_d is None else [ee_d[:, k]]))
             axs[k].grid(alpha=0.3)
         axs[0].legend(fontsize=7)
         fig.tight_layout()

@@ -2,7 +2,9 @@
 no network (a canvas renderer written for jaxdyn, no JavaScript library).
 
 Drawn per robot: a capsule from each body's origin to each child's joint origin (and to the
-COM of a leaf), a dot at each joint, a translucent box of each body's equivalent inertia (the
+COM of a leaf), a dot at each joint, and either the robot's visual meshes (``visuals``: the
+URDF's STL / OBJ meshes and primitives, decimated, see :mod:`jaxdyn.io.meshes`; flat-shaded
+opaque triangles) or, without them, a translucent box of each body's equivalent inertia (the
 uniform box with the body's mass and principal moments, at the COM along the principal axes;
 each half size at most a quarter of the robot's extent, as some URDFs inflate inertias),
 and for a :class:`~jaxdyn.ClosedModel` the contact frames of its constraints (RGB axes, a dashed
@@ -31,7 +33,8 @@ MAX_SAMPLES = 1500
 
 
 def _as_arrays(traj, t):
-    """(t (N,), Q (N, nq)) from a Trajectory, a (t, Q) pair or an array Q with t."""
+    """(t (N,), Q (N, nq)) from a Trajectory (anything with ``.t`` and ``.q``) or an array Q
+    with t."""
     if hasattr(traj, "q") and hasattr(traj, "t"):
         return np.asarray(traj.t, float), np.asarray(traj.q, float)
     Q = np.asarray(traj, float)
@@ -104,21 +107,40 @@ class _Samples(NamedTuple):
     q: np.ndarray
 
 
-def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES) -> dict:
+def _meshes(visuals, tree):
+    """The scene's meshes of one robot from ``visuals`` (None, a URDF path, or a list of
+    :class:`jaxdyn.io.meshes.Visual`): [[body, vertices (3 n, 5 decimals), faces (3 m)]]."""
+    if visuals is None:
+        return []
+    if isinstance(visuals, (str, os.PathLike)):
+        from .io.meshes import urdf_visuals
+        visuals = urdf_visuals(str(visuals), tree)
+    return [[int(v.body), np.round(np.asarray(v.vertices, float), 5).ravel().tolist(),
+             np.asarray(v.faces, int).ravel().tolist()] for v in visuals if len(v.faces)]
+
+
+def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=None) -> dict:
     """The data :func:`animate` embeds: one model (tree or ClosedModel) and one trajectory, a
     list of each (robots side by side), or a :class:`jaxdyn.Stack` with its lanes' trajectory
     (a vmapped rollout: every lane side by side, or the first lane of each member beyond
-    :data:`MAX_LANES` lanes).  See the module docstring."""
+    :data:`MAX_LANES` lanes).  ``visuals``: for one model, None, the URDF it was loaded from
+    (its meshes are drawn) or a list of :class:`jaxdyn.io.meshes.Visual`; for a list of
+    models, a list of those, one per model.  See the module docstring."""
     import jax
 
     from .stack import Stack
     from .kinematics import frame_poses
     if isinstance(models, Stack):
+        if visuals is not None:
+            raise ValueError("animate: visuals are not drawn for a Stack (pass its member models as a list)")
         models, trajs, names = _stack_lanes(models, trajs, t, names)
     elif not isinstance(models, (list, tuple)):
-        models, trajs = [models], [trajs]
+        models, trajs, visuals = [models], [trajs], [visuals]
     if len(models) != len(trajs):
         raise ValueError(f"animate: {len(models)} models but {len(trajs)} trajectories")
+    visuals = [None] * len(models) if visuals is None else list(visuals)
+    if len(visuals) != len(models):
+        raise ValueError(f"animate: {len(models)} models but {len(visuals)} entries of visuals")
     names = list(names) if names is not None else None
     robots, lo, hi = [], [], []
     for k, (model, traj) in enumerate(zip(models, trajs)):
@@ -134,8 +156,9 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES) -> dict:
         R, p = np.asarray(R, float), np.asarray(p, float)
         poses = np.concatenate([p[:, :tree.nb, :], R[:, :tree.nb].reshape(len(idx), tree.nb, 9)], -1)
         links, boxes = _geometry(tree)
+        meshes = _meshes(visuals[k], tree)
         rob = dict(name=names[k] if names else tree.name, t=tk[idx].tolist(), parent=tree.parent.tolist(),
-                   poses=_rows(poses), links=links, boxes=boxes)
+                   poses=_rows(poses), links=links, boxes=[] if meshes else boxes, meshes=meshes)
         if hasattr(model, "frames_a"):        # a ClosedModel: its contact frames
             fr = sorted({f for f in model.frames_a + model.frames_b if f >= 0})
             col = {f: j for j, f in enumerate(fr)}
@@ -169,11 +192,12 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES) -> dict:
                 radius=0.025 * max(sizes))
 
 
-def animate(models, trajs, path, t=None, title=None, names=None, max_samples=MAX_SAMPLES) -> str:
+def animate(models, trajs, path, t=None, title=None, names=None, max_samples=MAX_SAMPLES, visuals=None) -> str:
     """Write the animation of ``trajs`` (Trajectory, or Q (N, nq) with times ``t``) of
     ``models`` (one, a list, or a :class:`jaxdyn.Stack` with its lanes' trajectory, see
-    :func:`scene`) to the HTML file ``path``; returns the path."""
-    data = scene(models, trajs, t, names, max_samples)
+    :func:`scene`; ``visuals``, e.g. the URDF path, draws the robot's meshes) to the HTML file
+    ``path``; returns the path."""
+    data = scene(models, trajs, t, names, max_samples, visuals)
     template = resources.files("jaxdyn").joinpath("viewer.html").read_text()
     title = title or " | ".join(r["name"] for r in data["robots"])
     html = (template.replace("__TITLE__", _escape(title))

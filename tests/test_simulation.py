@@ -210,3 +210,26 @@ def test_cli_without_matplotlib_writes_data_and_says_plots_skipped(tmp_path, mon
     summary = (out / "summary.txt").read_text()
     assert PLOTS_SKIPPED in summary and ".png" not in summary
     assert not list(out.glob("*.png"))
+
+
+def test_position_columns_show_bases_as_position_and_roll_pitch_yaw():
+    """joints.png's columns: a free joint as x, y, z and roll, pitch, yaw (SciPy's extrinsic
+    xyz angles of the quaternion, R = Rz(yaw) Ry(pitch) Rx(roll)), a spherical joint as its
+    three angles, revolute_unbounded and planar angles from (cos, sin); names and units."""
+    from scipy.spatial.transform import Rotation
+
+    from jaxdyn.output import position_columns
+    m = jaxdyn.robots.random_tree(6, 0.5, 3, joint_types=("spherical", "revolute_unbounded", "planar", "prismatic"),
+                                  floating_base=True)
+    Q = np.stack([np.asarray(jaxdyn.random_configuration(m, jax.random.PRNGKey(s))) for s in range(3)])
+    S, labels = position_columns(m, Q)
+    assert S.shape == (3, len(labels))
+    assert labels[:6] == [(f"{m.joint_names[0]} {a}", u) for a, u in
+                          (("x", "m"), ("y", "m"), ("z", "m"), ("roll", "rad"), ("pitch", "rad"), ("yaw", "rad"))]
+    np.testing.assert_allclose(S[:, :3], Q[:, :3], atol=1e-12)
+    ref = Rotation.from_quat(Q[:, 3:7]).as_euler("xyz")
+    np.testing.assert_allclose(np.sin(S[:, 3:6]), np.sin(ref), atol=1e-9)      # equal up to 2 pi
+    np.testing.assert_allclose(np.cos(S[:, 3:6]), np.cos(ref), atol=1e-9)
+    assert not any(lab[0].startswith("q[") for lab in labels)
+    assert S.shape[1] == sum({"free": 6, "spherical": 3, "planar": 3}.get(jaxdyn.model.joints.JOINT_NAMES[int(t)], 1)
+                             for t in m.jtype)

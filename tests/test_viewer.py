@@ -2,6 +2,7 @@
 frame_poses of the trajectory at the embedded times; headless Chromium (Debian's ``chromium``)
 loads the pages without a JavaScript error and draws a robot that moves between two times;
 ``jaxdyn view`` rebuilds the page of a run folder."""
+import os
 import shutil
 import subprocess
 
@@ -35,13 +36,34 @@ def pages(tmp_path_factory):
     lanes = jaxdyn.integrators.Trajectory(jnp.stack([trf.t] * 3), Q, jnp.zeros(Q.shape[:2] + (st.nv,)),
                                           jnp.zeros(Q.shape[:2] + (st.nv,)), 100, 0, True)
     stacked = viewer.animate(st, lanes, d / "stack.html")
-    return dict(one=(one, [puma], [tr]), many=(many, [puma, cm, free], [tr, tr4, trf]),
-                stack=(stacked, [free, puma, free], [trf, tr_p, trf]))
+    out = dict(one=(one, [puma], [tr]), many=(many, [puma, cm, free], [tr, tr4, trf]),
+               stack=(stacked, [free, puma, free], [trf, tr_p, trf]))
+    from jaxdyn.io.named import ERD_URDFS, example_robot_data_dir
+    if example_robot_data_dir() is not None:     # a URDF robot drawn with its meshes
+        path = os.path.join(example_robot_data_dir(), ERD_URDFS["ur5"])
+        ur5 = jaxdyn.load_urdf(path)
+        tr5 = jaxdyn.rollout(ur5, jnp.full(6, 0.3), jnp.zeros(6), None, 0.01, 100)
+        out["mesh"] = (viewer.animate(ur5, tr5, d / "ur5.html", visuals=path), [ur5], [tr5])
+    return out
 
 
-@pytest.mark.parametrize("page", ["one", "many", "stack"])
+def _page(pages, page):
+    if page not in pages:
+        pytest.skip("example-robot-data not installed (the ur5 mesh page)")
+    return pages[page]
+
+
+def test_mesh_page_embeds_the_urdf_meshes(pages):
+    path, (ur5,), _ = _page(pages, "mesh")
+    rob = viewer.read_scene(path)["robots"][0]
+    assert rob["boxes"] == []                       # meshes instead of inertia boxes
+    assert {b for b, _, _ in rob["meshes"]} == {-1, 0, 1, 2, 3, 4, 5}       # base (world-fixed) + 6 links
+    assert sum(len(f) // 3 for _, _, f in rob["meshes"]) > 1000
+
+
+@pytest.mark.parametrize("page", ["one", "many", "stack", "mesh"])
 def test_embedded_frames_are_frame_poses(pages, page):
-    path, models, trajs = pages[page]
+    path, models, trajs = _page(pages, page)
     sc = viewer.read_scene(path)
     assert len(sc["robots"]) == len(models)
     if page == "stack":
@@ -80,9 +102,9 @@ def _png(tmp_path, url, name):
     return imread(str(out))[:, :, :3]
 
 
-@pytest.mark.parametrize("page", ["one", "many"])
+@pytest.mark.parametrize("page", ["one", "many", "mesh"])
 def test_chromium_draws_a_moving_robot(pages, page, tmp_path):
-    path = str(pages[page][0])
+    path = str(_page(pages, page)[0])
     dom = _chromium(f"file://{path}#t=0&paused", tmp_path, "dom", "--dump-dom").stdout
     assert 'data-drawn="1"' in dom and "data-error" not in dom, dom[-2000:]
     sc = viewer.read_scene(path)

@@ -173,6 +173,7 @@ def run(args) -> int:
     import numpy as np
 
     import jaxdyn
+    from ..io.named import urdf_path
     from . import joint_terms as jt
     from . import sysid as si
     from .trajopt_cli import NO_POSITION_LIMITS, has_position_limits, limit_report
@@ -290,7 +291,7 @@ def run(args) -> int:
              "joint limits: " + ('; '.join(lim_lines) if lim_lines else "respected by the excitation"),
              wall_time_line(wall, getattr(args, "started", None), "identification")]
     _write(out, name, true, lay, base, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
-           np.asarray(fit.history), lines, np.asarray(Qm), e["dt"])
+           np.asarray(fit.history), lines, np.asarray(Qm), e["dt"], urdf_path(cfg["robot"]["name"]))
     print("\n".join(lines))
     return 0
 
@@ -298,8 +299,9 @@ def run(args) -> int:
 def joint_term_lines(model, lay, base, x_true, pib_ls, x_c):
     """Summary lines of the identified joint terms (one per term): per joint the true, least-
     squares (None where the base parameters do not determine it alone, e.g. the armature of a
-    first joint, folded into its body's inertia) and consistent values, and the worst relative
-    error of each estimate."""
+    first joint, folded into its body's inertia) and consistent values, the worst relative
+    error of each estimate, and a warning naming joints with a negative consistent estimate
+    (joint terms are fitted linearly, unconstrained)."""
     import numpy as np
     ls = base.alone(pib_ls)
     units = {"armature": "kg m^2 or kg", "viscous": "N m s/rad or N s/m", "coulomb": "N m or N"}
@@ -312,9 +314,11 @@ def joint_term_lines(model, lay, base, x_true, pib_ls, x_c):
             ok = np.isfinite(e) & (t != 0)
             return f"{np.max(np.abs(e[ok] - t[ok]) / np.abs(t[ok])):.2e}" if ok.any() else "n/a"
 
+        neg = [model.joint_names[int(model.topology.dof_body[j])] for j in np.flatnonzero(c < 0)]
         out.append(f"{term} ({units[term]}) per joint: true {np.round(t, 6).tolist()}; least squares "
                    f"{[None if not np.isfinite(v) else round(float(v), 6) for v in a]}; consistent "
-                   f"{np.round(c, 6).tolist()}; worst relative error: least squares {worst(a)}, consistent {worst(c)}")
+                   f"{np.round(c, 6).tolist()}; worst relative error: least squares {worst(a)}, consistent {worst(c)}"
+                   + (f"; warning: negative (non-physical) on {neg}: the data do not determine them" if neg else ""))
     return out
 
 
@@ -338,11 +342,11 @@ def signal_to_noise(tau, fitted, noise_std):
 
 
 def _write(out, name, model, lay, base, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, tv, res_c, res_ls, hist, lines,
-           Q_data, dt):
+           Q_data, dt, visuals=None):
     """The files of a run; parameters in the order of ``lay`` (:func:`joint_terms.layout`),
     base parameters of ``base``;
     ``Q_data`` (N, nq) the identification data's configurations at spacing ``dt`` (animated
-    with the identified model)."""
+    with the identified model, drawn with the meshes of the URDF ``visuals``)."""
     import numpy as np
 
     from ..output import PLOTS_SKIPPED, dof_labels, plot_columns, plot_curve, pyplot
@@ -361,7 +365,7 @@ def _write(out, name, model, lay, base, pi_true, pi_start, pi_c, pib_true, pib_l
     urdf = ["identified.urdf"]
     identified = with_parameters(model, np.asarray(pi_c), lay.terms)
     animate(identified, Q_data, os.path.join(out, "animation.html"), t=np.arange(len(Q_data)) * dt,
-            title=f"{name}: identification data, identified model")
+            title=f"{name}: identification data, identified model", visuals=visuals)
     try:        # the model with the consistent estimate's masses, COMs and inertias
         with warnings.catch_warnings(record=True) as caught:       # e.g. a gravity URDF cannot hold
             warnings.simplefilter("always")

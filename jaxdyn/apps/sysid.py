@@ -213,9 +213,10 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
     have no log-Cholesky parameters: ``jaxdyn.sysid.inertial_parameters(nominal)``); their
     theta0 rows are ignored (NaN allowed).  Without ``layout``, p = 10 nb and x = pi(theta).
     With ``layout`` (:func:`jaxdyn.apps.joint_terms.layout`, p = layout.p) x also holds the joint
-    terms' coefficients, kept nonnegative as squares (x_j = s_j^2), from ``joint0``
-    (len(layout.joint),) >= 0 (e.g. :func:`jaxdyn.apps.joint_terms.joint_parameters` of the
-    nominal model).  Returns :class:`ConsistentFit` (theta rows of fixed bodies: NaN).
+    terms' coefficients, fitted linearly (not constrained to be >= 0: a parametrization that
+    is, such as squares, cannot leave a zero start) from ``joint0`` (len(layout.joint),) (e.g.
+    :func:`jaxdyn.apps.joint_terms.joint_parameters` of the nominal model).  Returns
+    :class:`ConsistentFit` (theta rows of fixed bodies: NaN).
     """
     Y, tau, theta0 = jnp.asarray(Y), jnp.asarray(tau), jnp.asarray(theta0)
     nb = theta0.shape[0] if theta0.ndim == 2 else -1
@@ -239,10 +240,9 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
                             "positive-definite pseudo-inertia, e.g. massless): mark them fixed and give pi_fixed")
     nj = 0 if layout is None else len(layout.joint)
     s0 = jnp.zeros(0, theta0.dtype) if layout is None else jnp.asarray(joint0, theta0.dtype)
-    if s0.shape != (nj,) or not bool(jnp.all(s0 >= 0)):
-        raise ArgumentError(f"joint0 must be {nj} nonnegative joint-term coefficients (the layout's), got "
+    if s0.shape != (nj,) or not bool(jnp.all(jnp.isfinite(s0))):
+        raise ArgumentError(f"joint0 must be {nj} finite joint-term coefficients (the layout's), got "
                             f"{None if joint0 is None else np.asarray(joint0).tolist()}")
-    s0 = jnp.sqrt(s0)
     theta0 = jnp.where(free[:, None], theta0, 0.0)
     w = jnp.ones(Y.shape[1]) if weights is None else jnp.asarray(weights)
     # normal equations once: the loss is quadratic in x, so each evaluation is O(p^2)
@@ -257,7 +257,7 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
     def params(v):
         th, s = v
         pi = jnp.where(free10, parameters_from_log_cholesky(jnp.where(free[:, None], th, theta0)), pf)
-        return jnp.zeros(p, pi.dtype).at[ii].set(pi).at[jj].set(s ** 2)
+        return jnp.zeros(p, pi.dtype).at[ii].set(pi).at[jj].set(s)
 
     def loss(v):
         x = params(v)

@@ -348,28 +348,30 @@ def run(args) -> int:
     from ..output import dof_labels
     target = np.full(nq, np.nan)
     target[np.arange(nq) if full else tj] = qT
+    from ..io.named import urdf_path
     _write(out, f"{name} ({model.name})", dt, Q, V, U, hist, cyc, lines, dof_labels(model), target,
-           closed if closed is not None else model)
+           closed if closed is not None else model, urdf_path(cfg["robot"]["name"]))
     print("\n".join(lines))
     return 0
 
 
-def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target, model):
+def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target, model, visuals=None):
     import numpy as np
 
-    from ..output import PLOTS_SKIPPED, plot_columns, plot_curve, write_trajectory_csv
+    from ..output import PLOTS_SKIPPED, plot_columns, plot_curve, position_columns, write_trajectory_csv
     from ..viewer import animate
     os.makedirs(out, exist_ok=True)
     t = np.arange(Q.shape[0]) * dt
     Uf = np.vstack([U, U[-1:]])
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, Q, V, Uf)
-    animate(model, Q, os.path.join(out, "animation.html"), t=t, title=f"{name}: optimized trajectory")
+    animate(model, Q, os.path.join(out, "animation.html"), t=t, title=f"{name}: optimized trajectory",
+            visuals=visuals)
     plotted = plot_curve(os.path.join(out, "cost.png"), f"{name}: cost curve", hist, "iteration",
                          "objective (augmented Lagrangian)")
-    same = Q.shape[1] == Uf.shape[1]          # vector-space joints: one q per dof
-    qlab = (lambda j: f"{labels[j][0]} ({labels[j][1]})") if same else (lambda j: f"q[{j}]")
-    plot_columns(os.path.join(out, "joints.png"), f"{name}: joint positions", t, Q, qlab, label="optimized",
-                 marks=target)
+    tree = getattr(model, "model", model)     # a ClosedModel's tree
+    qs, ql = position_columns(tree, Q)
+    plot_columns(os.path.join(out, "joints.png"), f"{name}: joint positions", t, qs,
+                 lambda j: f"{ql[j][0]} ({ql[j][1]})", label="optimized", marks=position_columns(tree, target[None])[0][0])
     plot_columns(os.path.join(out, "torques.png"), f"{name}: joint torques (held per sample)", t, Uf,
                  lambda j: f"{labels[j][0]} ({labels[j][3]})", label="optimized", other=cyc,
                  other_label="cycloidal", other_t=t[:-1])

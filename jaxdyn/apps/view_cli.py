@@ -57,6 +57,7 @@ def run(args) -> int:
     """``jaxdyn view``: write the animation of ``args.path`` (see the module docstring)."""
     from ..errors import ArgumentError
     from ..io.named import robot_by_name
+    from ..io.named import urdf_path
     from ..viewer import animate
     src = args.path
     if os.path.isdir(src):
@@ -72,7 +73,8 @@ def run(args) -> int:
     t, Q = read_csv(csv, tree.nq)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(csv)), "animation.html")
     existed = os.path.exists(out)
-    animate(model, Q, out, t=t, title=f"{os.path.basename(os.path.abspath(run_dir))} ({tree.name})")
+    animate(model, Q, out, t=t, title=f"{os.path.basename(os.path.abspath(run_dir))} ({tree.name})",
+            visuals=urdf_path(robot))
     print(f"{'replaced' if existed else 'wrote'} {out}: {robot}, {len(t)} samples, t = {t[0]:g}..{t[-1]:g} s",
           file=sys.stderr)
     return 0

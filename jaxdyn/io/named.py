@@ -60,3 +60,13 @@ def robot_by_name(name):
         raise ConfigError(f"robot.name {name!r} unknown; use one of "
                           f"{sorted(BUILTIN) + sorted(mechanisms.MECHANISMS)}, urdf:PATH, mjcf:PATH or erd:NAME")
     return getattr(robots, name)()
+
+
+def urdf_path(name):
+    """The URDF file behind a robot name ("urdf:PATH", "erd:NAME"), or None for other robots
+    (built-in, mechanisms, MJCF): the viewer draws that file's meshes."""
+    if name.startswith("urdf:"):
+        return name[5:]
+    if name.startswith("erd:"):
+        return _erd(name[4:])
+    return None
