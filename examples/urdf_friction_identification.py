@@ -5,7 +5,7 @@ The UFactory xArm7 of example-robot-data declares viscous and Coulomb friction p
 ``rnea + damping qd + friction sign(qd)``; with torque and measurement noise added, the
 regressor with friction columns (``terms=("viscous", "coulomb")``) gives the base parameters
 by least squares, then a physically consistent fit (log-Cholesky inertias; the friction
-coefficients enter linearly).  Writes ``friction.png``: true vs identified coefficients per joint.
+coefficients, linear in the torques, solved for at every step).  Writes ``friction.png``: true vs identified coefficients per joint.
 
     python examples/urdf_friction_identification.py      (needs: pip install example-robot-data)
 """
@@ -40,10 +40,8 @@ def main():
     Y = np.asarray(si.regressors(true, Qm, QDm, QDDm, TERMS))
     base = si.base_parameters(Y.reshape(-1, lay.p))
     x_ls = base.alone(si.identify_least_squares(Y, TAUm, base))
-    # consistent fit from a nominal model: unit-free guesses for the friction, the URDF's inertias
-    nominal = true.replace(damping=jnp.ones(true.nv), friction=jnp.ones(true.nv) * 0.5)
-    fit = si.identify_consistent(Y, TAUm, jaxdyn.log_cholesky_parameters(nominal), steps=steps, layout=lay,
-                                 joint0=jt.joint_parameters(nominal, TERMS))
+    # consistent fit from the URDF's inertias (the friction is solved for at every step)
+    fit = si.identify_consistent(Y, TAUm, jaxdyn.log_cholesky_parameters(true), steps=steps, layout=lay)
     x_c, x_true = np.asarray(fit.pi), np.asarray(si.parameters(true, TERMS))
     J = lay.joint.reshape(true.nv, len(TERMS))
     print(f"{true.name}: {len(t)} samples, base parameters rank {base.rank} of {lay.p}")

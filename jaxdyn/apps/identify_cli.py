@@ -242,7 +242,7 @@ def run(args) -> int:
     fixed = ~np.isfinite(theta0).all(1)        # massless / flat bodies: kept at the start's values
     fit = si.identify_consistent(Y, tau_fit, theta0, weights=w, steps=es["steps"], fixed=fixed,
                                  pi_fixed=pi_start[lay.inertial], prior=pi_start if es["prior_weight"] > 0 else None,
-                                 prior_weight=es["prior_weight"], layout=lay, joint0=pi_start[lay.joint])
+                                 prior_weight=es["prior_weight"], layout=lay)
     pi_c = np.asarray(fit.pi)
     pib_true, pib_c, pib_start = base.reduce(pi_true), base.reduce(pi_c), base.reduce(pi_start)
     rel = lambda x: float(np.linalg.norm(x - pib_true) / np.linalg.norm(pib_true))  # noqa: E731

@@ -201,7 +201,7 @@ class ConsistentFit(NamedTuple):
 
 
 def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0.0, steps=2000, fixed=None,
-                        pi_fixed=None, layout=None, joint0=None):
+                        pi_fixed=None, layout=None):
     """Nonlinear refinement on the torque residual through the log-Cholesky parametrization
     (every iterate physically consistent), with optax L-BFGS:
 
@@ -213,10 +213,10 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
     have no log-Cholesky parameters: ``jaxdyn.sysid.inertial_parameters(nominal)``); their
     theta0 rows are ignored (NaN allowed).  Without ``layout``, p = 10 nb and x = pi(theta).
     With ``layout`` (:func:`jaxdyn.apps.joint_terms.layout`, p = layout.p) x also holds the joint
-    terms' coefficients, fitted linearly (not constrained to be >= 0: a parametrization that
-    is, such as squares, cannot leave a zero start) from ``joint0`` (len(layout.joint),) (e.g.
-    :func:`jaxdyn.apps.joint_terms.joint_parameters` of the nominal model).  Returns
-    :class:`ConsistentFit` (theta rows of fixed bodies: NaN).
+    terms' coefficients x_j; the loss is quadratic in them, so for every theta they take their
+    optimal value ``x_j = A_jj^+ (b_j - A_ji pi(theta))`` (variable projection, Golub and Pereyra
+    1973; A, b the normal equations) and L-BFGS runs on theta alone.  They are not constrained
+    to be >= 0.  Returns :class:`ConsistentFit` (theta rows of fixed bodies: NaN).
     """
     Y, tau, theta0 = jnp.asarray(Y), jnp.asarray(tau), jnp.asarray(theta0)
     nb = theta0.shape[0] if theta0.ndim == 2 else -1
@@ -238,40 +238,37 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
     if bool(jnp.any(bad)):
         raise ArgumentError(f"theta0 rows {np.flatnonzero(np.asarray(bad)).tolist()} are not finite (bodies without a "
                             "positive-definite pseudo-inertia, e.g. massless): mark them fixed and give pi_fixed")
-    nj = 0 if layout is None else len(layout.joint)
-    s0 = jnp.zeros(0, theta0.dtype) if layout is None else jnp.asarray(joint0, theta0.dtype)
-    if s0.shape != (nj,) or not bool(jnp.all(jnp.isfinite(s0))):
-        raise ArgumentError(f"joint0 must be {nj} finite joint-term coefficients (the layout's), got "
-                            f"{None if joint0 is None else np.asarray(joint0).tolist()}")
     theta0 = jnp.where(free[:, None], theta0, 0.0)
     w = jnp.ones(Y.shape[1]) if weights is None else jnp.asarray(weights)
-    # normal equations once: the loss is quadratic in x, so each evaluation is O(p^2)
+    # normal equations once (the prior folded in): the loss is x A x - 2 b x + c
     Yw = Y * w[None, :, None]
-    A = jnp.einsum("nip,niq->pq", Yw, Yw) / (Y.shape[0] * Y.shape[1])
-    b = jnp.einsum("nip,ni->p", Yw, tau * w[None, :]) / (Y.shape[0] * Y.shape[1])
-    c = jnp.sum((tau * w[None, :]) ** 2) / (Y.shape[0] * Y.shape[1])
+    n = Y.shape[0] * Y.shape[1]
+    A = jnp.einsum("nip,niq->pq", Yw, Yw) / n
+    b = jnp.einsum("nip,ni->p", Yw, tau * w[None, :]) / n
+    c = jnp.sum((tau * w[None, :]) ** 2) / n
+    if prior is not None:
+        r, pr = prior_weight ** 2 / p, jnp.asarray(prior, Y.dtype)
+        A, b, c = A + r * jnp.eye(p), b + r * pr, c + r * (pr @ pr)
     free10 = jnp.repeat(free, 10)
     ii = np.arange(10 * nb) if layout is None else layout.inertial
     jj = np.zeros(0, int) if layout is None else layout.joint
+    Ajj_pinv = jnp.linalg.pinv(A[jj][:, jj]) if len(jj) else jnp.zeros((0, 0), A.dtype)
 
-    def params(v):
-        th, s = v
+    def params(th):
         pi = jnp.where(free10, parameters_from_log_cholesky(jnp.where(free[:, None], th, theta0)), pf)
-        return jnp.zeros(p, pi.dtype).at[ii].set(pi).at[jj].set(s)
+        xj = Ajj_pinv @ (b[jj] - A[jj][:, ii] @ pi)          # optimal joint terms for this pi
+        return jnp.zeros(p, pi.dtype).at[ii].set(pi).at[jj].set(xj)
 
-    def loss(v):
-        x = params(v)
-        val = x @ A @ x - 2 * b @ x + c
-        if prior is not None:
-            val = val + prior_weight ** 2 * jnp.sum((x - prior) ** 2) / p
-        return val
+    def loss(th):
+        x = params(th)
+        return x @ A @ x - 2 * b @ x + c
 
     @jax.jit
-    def run(v):
-        v, hist = lbfgs_minimize(loss, v, steps)
-        return jnp.where(free[:, None], v[0], jnp.nan), params(v), hist
+    def run(th):
+        th, hist = lbfgs_minimize(loss, th, steps)
+        return jnp.where(free[:, None], th, jnp.nan), params(th), hist
 
-    return ConsistentFit(*run((theta0, s0)))
+    return ConsistentFit(*run(theta0))
 
 
 def simulation_error(model, theta, q0, qd0, U, dt, Q_meas, stepper="rk4", free=None):
