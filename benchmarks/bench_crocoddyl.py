@@ -184,7 +184,7 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
     fig, axs = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")
     names = [f"{r['solver']}\n{r['case']}" for r in rows]
-    colors = ["C1" if r["solver"].startswith("croc") else ("C3" if "first" in r["case"] else "C0") for r in rows]
+    colors = ["C1" if r["solver"].startswith("croc") else ("C3" if "compiles" in r["case"] else "C0") for r in rows]
     axs[0].barh(names, [r["wall_s"] for r in rows], color=colors)
     axs[0].set_xscale("log")
     axs[0].set_xlabel("wall time per solve (s, log)")
