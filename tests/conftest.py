@@ -79,3 +79,15 @@ def _named_errors(request):
         yield
     finally:
         jaxtyping.config.update("jaxtyping_disable", False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Release each test module's compiled programs after it.  A worker runs ~170 tests and
+    compiles thousands of programs; each loaded XLA:CPU executable holds a few memory mappings
+    (5600 after three modules here), and the kernel's map limit (vm.max_map_count, 65530) or
+    the memory they pin is the suspected cause of the rare segfaults inside XLA's compile seen
+    late in CI workers.  Tests within a module still share their programs."""
+    yield
+    jax.clear_caches()
+    gc.collect()

@@ -181,8 +181,9 @@ def test_structured_methods_at_singular_stances():
     inverse): straight legs, straight legs with the feet on one line, weld feet (two-joint
     chains), PUMA arms at zero and with wrists at q5 = 0 (all arms, one arm).  At rest (the bias acceleration of a
     singular stance is then consistent) they agree with schur on the closed form and report
-    the same rank deficiency (K M^-1 K^T on the feet's rows, Omega on the hips' / grasps').
-    Before: NaN (Table 1's M_k = A_k^-1 did not exist)."""
+    the same rank deficiency (K M^-1 K^T on the feet's rows, Omega on the hips' / grasps'), and
+    they report the singular chain (chain_deficit).  Before: NaN (Table 1's M_k = A_k^-1 did
+    not exist)."""
     cm, q0 = jaxdyn.mechanisms.quadruped()
     m = cm.model
     straight = np.zeros(m.nq)
@@ -210,6 +211,13 @@ def test_structured_methods_at_singular_stances():
                 close(r.qdd, ref.qdd, 1e-8, f"{label}: {method} vs schur")
                 close(r.residual, np.zeros_like(r.residual), 1e-8, f"{label}: {method} residual")
                 assert int(r.rows) - int(r.rank) == int(ref.rows) - int(ref.rank), (label, method, r.rank, ref.rank)
+                # every case has a singular chain: the structured methods report it (chain_deficit,
+                # part of singular) even where the whole is regular (colinear, wrists)
+                assert int(r.chain_deficit) >= 1 and bool(r.singular), (label, method, r.chain_deficit)
+    for method in ("lilly_orin", "rccfd"):            # a regular stance: no chain reported
+        r = jaxdyn.constrained_forward_dynamics(jaxdyn.legged_system(m, q0, FEET4), q0, np.zeros(m.nv),
+                                                np.ones(m.nv), method=method)
+        assert int(r.chain_deficit) == 0 and not bool(r.singular), (method, r.chain_deficit)
 
 
 _BATCH_SCRIPT = """

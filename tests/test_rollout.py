@@ -220,6 +220,26 @@ def test_rkf45_good_run_reports_ok():
 
 # ---- parameters ----------------------------------------------------------------------------
 
+def test_rkf45_derivatives_are_forward_mode_only():
+    """rkf45's adaptive loop (lax.while_loop): jax.jacfwd of the final state matches central
+    differences; jax.grad is refused by JAX ("Reverse-mode differentiation does not work for
+    lax.while_loop"), the documented result (docs/rollouts.md; use jacfwd or a fixed-step
+    stepper)."""
+    m = jaxdyn.robots.double_pendulum()
+
+    def final(q0):
+        return jaxdyn.rollout(m, q0, jnp.zeros(2), None, 0.05, 4, stepper="rkf45", rtol=1e-10, atol=1e-12).q[-1]
+
+    q0 = jnp.array([0.3, -0.2])
+    J = np.asarray(jax.jacfwd(final)(q0))
+    h = 1e-6
+    fd = np.stack([(np.asarray(final(q0.at[i].add(h))) - np.asarray(final(q0.at[i].add(-h)))) / (2 * h)
+                   for i in range(2)], 1)
+    np.testing.assert_allclose(J, fd, rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match="while_loop"):
+        jax.grad(lambda q: final(q)[0])(q0)
+
+
 def test_optax_updates_parameters_directly():
     """optax on jaxdyn.parameters(model): no integer leaves, no allow_int, the loss drops."""
     true = jaxdyn.robots.puma560()

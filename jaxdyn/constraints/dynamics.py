@@ -34,7 +34,8 @@ multipliers, never divides by zero, and has no while loop, so it is reverse-diff
 of K M^-1 K^T (Jacobi-scaled: rows of different units weigh alike), ``res.singular`` whether the rank is short
 of its ``res.rows`` (the forces are then not unique; the accelerations are).  RCCFD and
 Lilly-Orin solve their own constraint-space systems by the same proximal iteration and report
-them alike (:mod:`jaxdyn.constraints.grasp`).
+them alike (:mod:`jaxdyn.constraints.grasp`), and also each chain's constrained operator
+(``res.chain_deficit``, part of ``res.singular``).
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ from ..kinematics import frame_terms
 from ..model.configuration import integrate
 from ..model.model import check_state
 from ..spatial.rotations import log3
-from .grasp import GraspSystem, lilly_orin, rccfd
+from .grasp import GraspSystem, lilly_orin_solve, rccfd_solve
 from .legged import LeggedSystem, legged_forward_dynamics
 from .model import ClosedModel
 from .solve import PROX_ITERS, diagnostics, prox_eps, prox_solve
@@ -69,12 +70,17 @@ class ConstrainedResult(NamedTuple):
                          #    (schur, kkt), Omega on the constrained rows (rccfd, lilly_orin)
     cond: jax.Array      # () its condition number on its range
     rows: jax.Array      # () its size: m (schur, kkt), the grasps' / hips' constrained rows
+    chain_deficit: jax.Array = 0   # () rccfd, lilly_orin: the summed rank deficiency of the chains'
+    #                                constrained operators A_k = phi^c^T Lambda_k^-1 phi^c (0: schur, kkt)
 
     @property
     def singular(self) -> jax.Array:
-        """rank < rows: dependent constraints or a singular chain at this state.  qdd is still
-        the exact one (every method's proximal solve); lam is the least-norm one of many."""
-        return self.rank < self.rows
+        """rank < rows (dependent constraints or a singular mechanism) or, for the structured
+        methods, a singular chain (chain_deficit > 0; their elimination runs through each
+        chain's operator, whose rounding is then amplified, notably in float32).  qdd is
+        still the exact one up to that rounding (every method's proximal solve); lam is the
+        least-norm one of many."""
+        return (self.rank < self.rows) | (self.chain_deficit > 0)
 
 
 def _contact_frames(cm, q, qd, want):
@@ -196,6 +202,14 @@ def check_stabilization(stabilization):
     return gains
 
 
+def _chain_deficit(chains, after):
+    """Summed rank deficiency of the chain operators (ell, 6, 6) (:func:`solve.diagnostics`
+    each, after ``after``: the previous diagnostic's result, so that the eigendecompositions run
+    one after the other)."""
+    ranks = jax.vmap(lambda Ak: diagnostics(Ak, jnp.atleast_1d(after))[0])(chains)
+    return jnp.sum(chains.shape[-1] - ranks)
+
+
 def constrained_forward_dynamics(cm: ClosedModel | GraspSystem | LeggedSystem, q, qd, tau, method="schur",
                                  stabilization=None):
     """Joint accelerations and constraint forces of a closed model.
@@ -222,11 +236,11 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
             raise ArgumentError(f"unknown constrained method {method!r} for a LeggedSystem; use 'lilly_orin' "
                                 "(Lilly and Orin's Type 1), 'rccfd', or 'schur' / 'kkt' (its closed form)")
         check_state(cm.model, q=q, qd=qd, tau=tau)
-        qdd, lam, A = legged_forward_dynamics(cm, q, qd, tau, method, stabilization)
+        qdd, lam, A, chains = legged_forward_dynamics(cm, q, qd, tau, method, stabilization)
         K = constraint_jacobian(cm.closed, q)                  # the feet's rows, to report the residual
         rank, cond = diagnostics(A, qdd)
         return ConstrainedResult(qdd, lam, K @ qdd - _rows_target(cm.closed, q, qd, K, stabilization), rank, cond,
-                                 jnp.asarray(A.shape[0]))
+                                 jnp.asarray(A.shape[0]), _chain_deficit(chains, cond))
     if isinstance(cm, GraspSystem):
         if method not in ("rccfd", "lilly_orin"):
             raise ArgumentError(f"a GraspSystem is solved by method='rccfd' or 'lilly_orin', got {method!r} (for "
@@ -234,9 +248,10 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
         if jnp.shape(q) != (cm.nq,) or jnp.shape(qd) != (cm.nv,) or jnp.shape(tau) != (cm.nv,):
             raise ArgumentError(f"GraspSystem state: q ({cm.nq},), qd and tau ({cm.nv},) (object first, then "
                                 f"the arms), got {jnp.shape(q)}, {jnp.shape(qd)}, {jnp.shape(tau)}")
-        qdd, lam, residual, Omega = (rccfd if method == "rccfd" else lilly_orin)(cm, q, qd, tau, stabilization)
-        rank, cond = diagnostics(Omega, qdd)
-        return ConstrainedResult(qdd, lam, residual, rank, cond, jnp.asarray(Omega.shape[0]))
+        sol = (rccfd_solve if method == "rccfd" else lilly_orin_solve)(cm, q, qd, tau, stabilization)
+        rank, cond = diagnostics(sol.system, sol.qdd)
+        return ConstrainedResult(sol.qdd, sol.lam.reshape(-1), sol.residual, rank, cond,
+                                 jnp.asarray(sol.system.shape[0]), _chain_deficit(sol.chains, cond))
     if not isinstance(cm, ClosedModel):
         raise ArgumentError(f"constrained_forward_dynamics needs a ClosedModel (jaxdyn.close_loops) or a "
                             f"GraspSystem (jaxdyn.grasp_system), got {type(cm).__name__}")
@@ -268,7 +283,7 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
         qdd, lam = x[:nv], lam_prev
     residual = K @ qdd - rhs
     rank, cond = diagnostics(A, qdd)
-    return ConstrainedResult(qdd, lam, residual, rank, cond, jnp.asarray(A.shape[0]))
+    return ConstrainedResult(qdd, lam, residual, rank, cond, jnp.asarray(A.shape[0]), jnp.zeros((), rank.dtype))
 
 
 def project_constraints(cm: ClosedModel, q, qd, iters=20):

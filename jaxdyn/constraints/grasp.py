@@ -282,6 +282,8 @@ class GraspSolution(NamedTuple):
     phi: jax.Array        # (ell, 6, 3) free modes, world-aligned
     w_obj: jax.Array      # (3,) object angular velocity
     system: jax.Array     # Omega on the real constrained rows (both methods; the rank diagnostic)
+    chains: jax.Array     # (ell, 6, 6) A_k = phi^c^T Lambda_k^-1 phi^c, unit on padded rows: each
+    #                       chain's constrained operator (singular where the chain is; a diagnostic)
 
 
 def _finish(gs, q, T, C, lam_l, qdd_o):
@@ -295,6 +297,11 @@ def _finish(gs, q, T, C, lam_l, qdd_o):
     rel = jnp.einsum("lij,lj->li", T.Jt, qdd_a) + T.jdqd - jnp.einsum("lij,j->li", T.G, qdd_o) - T.obj_bias
     residual = jnp.einsum("lij,lkj,lk->li", C.phic, C.phic, rel - C.c)
     return jnp.concatenate([qdd_o, qdd_a.reshape(-1)]), rel, residual.reshape(-1)
+
+
+def _chain_blocks(T, C):
+    """(ell, 6, 6) A_k = phi^c^T Lambda_k^-1 phi^c with 1 on the padded rows' diagonal."""
+    return jnp.einsum("lji,ljk,lkm->lim", C.phic, T.Lam_inv, C.phic) + jax.vmap(jnp.diag)(C.pad_c)
 
 
 def _real_rows(gs):
@@ -332,7 +339,7 @@ def rccfd_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None
     qdd_o = T.obj_f - T.Mo_inv @ (Gs.T @ lam)
     lam_l = lam.reshape(ell, 6)
     qdd, rel, residual = _finish(gs, q, T, C, lam_l, qdd_o)                           # (6.11g-j)
-    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega)
+    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega, _chain_blocks(T, C))
 
 
 def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None) -> GraspSolution:
@@ -362,7 +369,7 @@ def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force
     T = _terms(gs, q, qd, tau, stabilization)
     C = _contact(gs, T)
     qo = q[:gs.obj.nq]
-    A = jnp.einsum("lji,ljk,lkm->lim", C.phic, T.Lam_inv, C.phic)            # (ell, 6, 6), zero pads
+    A = _chain_blocks(T, C) - jax.vmap(jnp.diag)(C.pad_c)                     # (ell, 6, 6), zero pads
     B = jnp.einsum("lji,ljk->lik", C.phic, T.G)                               # (ell, 6, nvo)
     Bs = B.reshape(-1, gs.obj.nv)
     Omega = jax.scipy.linalg.block_diag(*[A[i] for i in range(gs.n_arms)]) + Bs @ T.Mo_inv @ Bs.T
@@ -388,7 +395,8 @@ def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force
     lam_l = fh + jnp.einsum("lij,lj->li", C.phic, mu)
     qdd, rel, residual = _finish(gs, q, T, C, lam_l, a_o)                     # (48)
     real = _real_rows(gs)
-    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega[np.ix_(real, real)])
+    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega[np.ix_(real, real)],
+                         A + jax.vmap(jnp.diag)(C.pad_c))
 
 
 def rccfd(gs: GraspSystem, q, qd, tau, stabilization=None):

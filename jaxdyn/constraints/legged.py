@@ -257,8 +257,8 @@ def legged_forward_dynamics(ls: LeggedSystem, q, qd, tau, method="lilly_orin", s
     """Type 1 forward dynamics in the tree's coordinates.  q (nq,), qd (nv,), tau (nv,) of
     ``ls.model``.  Returns (qdd (nv,), lam (m,) ground reactions on the feet in world axes
     [force] or [force; moment] at each foot, Omega on the hips' constrained rows (the rank
-    diagnostic)).  The feet's residual is the closed form's
-    (:func:`jaxdyn.constrained_forward_dynamics`)."""
+    diagnostic), the chains' constrained operators A_k (ell, 6, 6) (the chain diagnostic)).
+    The feet's residual is the closed form's (:func:`jaxdyn.constrained_forward_dynamics`)."""
     m, gs, ell = ls.model, ls.gs, len(ls.feet)
     qs, vs, ts, free = _to_chains(ls, q, qd, tau)
     solve = lilly_orin_solve if method == "lilly_orin" else rccfd_solve
@@ -285,4 +285,4 @@ def legged_forward_dynamics(ls: LeggedSystem, q, qd, tau, method="lilly_orin", s
     lam = jax.vmap(ground)(gs.arms, qc, vc, qdd_c, sol.lam)
     rows = 3 if ls.contact == "point" else 6
     lam = lam[:, :rows].reshape(-1)
-    return qdd, lam, sol.system
+    return qdd, lam, sol.system, sol.chains

@@ -70,8 +70,9 @@ def rollout(model, q0, qd0, controller_or_torques=None, dt=0.01, steps=100, step
       dt: sample length; a Python / NumPy number or a traced JAX scalar (``jax.grad`` with
         respect to dt works with the fixed-step steppers).
       steps: number of samples, a concrete int (the scan length).
-      stepper: "euler" (semi-implicit), "rk4", "rkf45" (adaptive inside each sample, rtol/atol),
-        "abm" (Adams-Bashforth-Moulton 4, RK4 start).
+      stepper: "euler" (semi-implicit), "rk4", "rkf45" (adaptive inside each sample, rtol/atol;
+        forward-mode derivatives only: ``jax.grad`` through its ``lax.while_loop`` stops with
+        JAX's while_loop error, use ``jax.jacfwd``), "abm" (Adams-Bashforth-Moulton 4, RK4 start).
       method: forward-dynamics method (see ``jaxdyn.methods()``); joint damping applies.
         For a closed model (:func:`jaxdyn.close_loops`) the accelerations are
         :func:`jaxdyn.constrained_forward_dynamics` (``method`` "schur" or "kkt"; the default
