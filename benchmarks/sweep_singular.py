@@ -23,7 +23,7 @@ feet or grasps pinned where they are at the stance:
 The state: qd random and projected onto K qd = 0, tau random.  Per method: the worst relative
 difference max|qdd - qdd_schur| / max(max|qdd_schur|, 1) (qdd in rad/s^2 and m/s^2; the
 floor keeps a locked mechanism's qdd = 0 from dividing rounding by rounding), how many states the method flagged singular
-(``res.singular``: rank short of its rows), and how many disagreements above 1e-8 (float64;
+(``res.singular``: rank short of its rows, or for rccfd / lilly_orin a singular chain), and how many disagreements above 1e-8 (float64;
 1e-3 in float32, against float64 schur) it did not flag; the worst constraint residual
 |K qdd + k| of the unflagged states, and how many flagged states have a residual above 1e-6
 (a singular stance whose bias acceleration no force can produce: the exact solution does not
