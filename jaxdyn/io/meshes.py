@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import URDFError
+from .urdf import rpy_to_R
 
 READABLE = (".stl", ".obj")
 """Mesh file types :func:`read_mesh` reads."""
@@ -116,14 +117,6 @@ def decimate(V, F, max_faces):
     return W[used], G.reshape(-1, 3)
 
 
-def _rpy(rpy):
-    r, p, y = rpy
-    Rx = np.array([[1, 0, 0], [0, np.cos(r), -np.sin(r)], [0, np.sin(r), np.cos(r)]])
-    Ry = np.array([[np.cos(p), 0, np.sin(p)], [0, 1, 0], [-np.sin(p), 0, np.cos(p)]])
-    Rz = np.array([[np.cos(y), -np.sin(y), 0], [np.sin(y), np.cos(y), 0], [0, 0, 1]])
-    return Rz @ Ry @ Rx
-
-
 def _floats(el, attr, n, default):
     s = el.get(attr) if el is not None else None
     if s is None:
@@ -209,7 +202,7 @@ def _geometry(el, urdf_dir):
     else:
         return f"geometry <{g.tag}> is not drawn"
     o = el.find("origin")
-    R, p = _rpy(_floats(o, "rpy", 3, (0, 0, 0))), _floats(o, "xyz", 3, (0, 0, 0))
+    R, p = rpy_to_R(_floats(o, "rpy", 3, (0, 0, 0))), _floats(o, "xyz", 3, (0, 0, 0))
     return V @ R.T + p, F, what
 
 
