@@ -3,7 +3,7 @@
 Loads MJX's humanoid (``mujoco-mjx`` test data; gymnasium's humanoid otherwise) with
 ``jaxdyn.load_mjcf``, compares forward dynamics at a random state with MuJoCo's own
 ``qacc_smooth`` (contacts and springs off there: jaxdyn does not model them), then lets it fall
-for 1 s under gravity and writes the animation.
+for 1 s under gravity and writes the animation (the humanoid drawn with its MJCF geoms).
 
     python examples/mjcf_humanoid.py        (needs: pip install "jaxdyn[mjcf]" mujoco-mjx)
 """
@@ -52,7 +52,7 @@ def main():
     # a 1 s fall (no contacts: it falls through the floor), animated
     steps = 100 if SMALL else 500
     traj = jaxdyn.rollout(model, q, v * 0.1, None, 0.002, steps, stepper="rk4")
-    out = viewer.animate(model, traj, os.path.join(out_dir("mjcf_humanoid"), "animation.html"))
+    out = viewer.animate(model, traj, os.path.join(out_dir("mjcf_humanoid"), "animation.html"), visuals=path)
     print(f"wrote {out}")
 
 

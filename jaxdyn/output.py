@@ -172,9 +172,9 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     q, v, tau = Q[0], V[0], Tau[0]
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, q, v, tau)
     from .viewer import animate
-    from .io.named import urdf_path
+    from .io.named import model_file
     animate(closed if closed is not None else model, q, os.path.join(out, "animation.html"), t=t,
-            title=f"{cfg['name']} ({model.name})", visuals=urdf_path(cfg["robot"]["name"]))
+            title=f"{cfg['name']} ({model.name})", visuals=model_file(cfg["robot"]["name"]))
     files = ["trajectory.csv", "animation.html"]
     forced = traj_fn is not None
     qdes = np.asarray(jax.vmap(lambda tt: traj_fn(tt)[0])(t)) if forced else None

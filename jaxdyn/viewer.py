@@ -3,7 +3,8 @@ no network (a canvas renderer written for jaxdyn, no JavaScript library).
 
 Drawn per robot: a capsule from each body's origin to each child's joint origin (and to the
 COM of a leaf), a dot at each joint, and either the robot's visual meshes (``visuals``: the
-URDF's STL / OBJ meshes and primitives, decimated, see :mod:`jaxdyn.io.meshes`; flat-shaded
+URDF's STL / OBJ meshes and primitives or an MJCF's geoms, decimated, see
+:mod:`jaxdyn.io.meshes`; flat-shaded
 opaque triangles) or, without them, a translucent box of each body's equivalent inertia (the
 uniform box with the body's mass and principal moments, at the COM along the principal axes;
 each half size at most a quarter of the robot's extent, as some URDFs inflate inertias),
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from importlib import resources
 from typing import NamedTuple
 
@@ -108,13 +110,15 @@ class _Samples(NamedTuple):
 
 
 def _meshes(visuals, tree):
-    """The scene's meshes of one robot from ``visuals`` (None, a URDF path, or a list of
-    :class:`jaxdyn.io.meshes.Visual`): [[body, vertices (3 n, 5 decimals), faces (3 m)]]."""
+    """The scene's meshes of one robot from ``visuals`` (None, the path of a URDF or an MJCF
+    file, told apart by their root element, or a list of :class:`jaxdyn.io.meshes.Visual`):
+    [[body, vertices (3 n, 5 decimals), faces (3 m)]]."""
     if visuals is None:
         return []
     if isinstance(visuals, (str, os.PathLike)):
-        from .io.meshes import urdf_visuals
-        visuals = urdf_visuals(str(visuals), tree)
+        from .io.meshes import mjcf_visuals, urdf_visuals, xml_root_tag
+        read = mjcf_visuals if xml_root_tag(str(visuals)) == "mujoco" else urdf_visuals
+        visuals = read(str(visuals), tree)
     return [[int(v.body), np.round(np.asarray(v.vertices, float), 5).ravel().tolist(),
              np.asarray(v.faces, int).ravel().tolist()] for v in visuals if len(v.faces)]
 
@@ -123,9 +127,12 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
     """The data :func:`animate` embeds: one model (tree or ClosedModel) and one trajectory, a
     list of each (robots side by side), or a :class:`jaxdyn.Stack` with its lanes' trajectory
     (a vmapped rollout: every lane side by side, or the first lane of each member beyond
-    :data:`MAX_LANES` lanes).  ``visuals``: for one model, None, the URDF it was loaded from
-    (its meshes are drawn) or a list of :class:`jaxdyn.io.meshes.Visual`; for a list of
-    models, a list of those, one per model.  See the module docstring."""
+    :data:`MAX_LANES` lanes).  ``visuals``: for one model, None, the URDF or MJCF (``.xml``)
+    file it was loaded from (its meshes / geoms are drawn) or a list of
+    :class:`jaxdyn.io.meshes.Visual`; for a list of models, a list of those, one per model.
+    A trajectory whose q stops being finite (a failed rollout) is shown up to its last finite
+    sample, with a warning; a first sample that is not finite raises ValueError.  See the
+    module docstring."""
     import jax
 
     from .stack import Stack
@@ -154,6 +161,15 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
         idx = np.unique(np.linspace(0, len(Q) - 1, min(len(Q), max_samples)).round().astype(int))
         R, p = jax.jit(jax.vmap(frame_poses, (None, 0)))(tree, jax.numpy.asarray(Q[idx]))
         R, p = np.asarray(R, float), np.asarray(p, float)
+        bad = ~np.isfinite(R.reshape(len(idx), -1)).all(1) | ~np.isfinite(p.reshape(len(idx), -1)).all(1)
+        if bad.any():                            # e.g. a rollout that failed: show it up to the failure
+            n = int(np.argmax(bad))
+            if n == 0:
+                raise ValueError(f"animate: robot {k} ({tree.name!r}): its first sample (t = {tk[idx[0]]:g}) is not "
+                                 "finite (NaN or inf in q)")
+            warnings.warn(f"animate: robot {k} ({tree.name!r}): q is not finite from t = {tk[idx[n]]:g} on; the "
+                          f"page shows the {n} samples before", stacklevel=3)
+            idx, R, p = idx[:n], R[:n], p[:n]
         poses = np.concatenate([p[:, :tree.nb, :], R[:, :tree.nb].reshape(len(idx), tree.nb, 9)], -1)
         links, boxes = _geometry(tree)
         meshes = _meshes(visuals[k], tree)

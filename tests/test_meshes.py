@@ -100,3 +100,58 @@ def test_visuals_sit_where_pinocchio_places_them(name):
         want = oMg.act(local0)
         got = v.vertices[0] if v.body < 0 else R[v.body] @ v.vertices[0] + p[v.body]
         np.testing.assert_allclose(got, want, atol=1e-9, err_msg=v.source)
+
+
+def _mj_surface(t, size, x):
+    """How far points x (n, 3), in a MuJoCo geom's frame, are from that primitive's surface
+    (MuJoCo's geom_size conventions), by the primitive's implicit equation."""
+    if t == 2:                                           # sphere: radius
+        return np.abs(np.linalg.norm(x, axis=1) - size[0])
+    if t == 3:                                           # capsule: radius, half-length along z
+        seg = np.stack([0 * x[:, 0], 0 * x[:, 0], np.clip(x[:, 2], -size[1], size[1])], 1)
+        return np.abs(np.linalg.norm(x - seg, axis=1) - size[0])
+    if t == 4:                                           # ellipsoid: semi-axes
+        return np.abs(np.linalg.norm(x / size, axis=1) - 1.0)
+    if t == 5:                                           # cylinder: radius, half-length
+        d = np.stack([np.hypot(x[:, 0], x[:, 1]) - size[0], np.abs(x[:, 2]) - size[1]], 1)
+        return np.abs(d.max(1))
+    return np.abs((np.abs(x) / size).max(1) - 1.0)       # box: half sizes
+
+
+@pytest.mark.parametrize("name", ["humanoid/humanoid.xml", "shadow_hand/right_hand.xml",
+                                  "barkour_v0/assets/barkour_v0_mjx.xml"])
+def test_mjcf_visuals_sit_where_mujoco_places_them(name):
+    """Every drawn geom's vertices, placed by jaxdyn's frame poses at a random state, lie on the
+    geom MuJoCo's mj_kinematics places (geom_xpos, geom_xmat): on the primitive's surface, or at
+    MuJoCo's compiled mesh vertices; the geoms drawn are those of groups 0-2."""
+    mujoco = pytest.importorskip("mujoco")
+    from jaxdyn.io.mjcf import from_mujoco
+    path = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", name)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jm = jaxdyn.load_mjcf(path)
+    m = getattr(jm, "model", jm)
+    vis = meshes.mjcf_visuals(path, m, max_faces=10 ** 9)            # no decimation: vertices kept
+    mm = mujoco.MjModel.from_xml_path(path)
+    drawn = [g for g in range(mm.ngeom) if mm.geom_type[g] in (2, 3, 4, 5, 6, 7) and mm.geom_group[g] <= 2
+             and mm.geom_rgba[g, 3] > 0]
+    assert len(vis) == len(drawn) >= 10
+    d = mujoco.MjData(mm)
+    rng = np.random.default_rng(2)
+    d.qpos[:] = mm.qpos0 + rng.uniform(-0.5, 0.5, mm.nq)
+    mujoco.mj_normalizeQuat(mm, d.qpos)
+    mujoco.mj_kinematics(mm, d)
+    R, p = (np.asarray(x) for x in jaxdyn.frame_poses(m, from_mujoco(m, d.qpos)[0]))
+    for v, g in zip(vis, drawn):
+        gname = mujoco.mj_id2name(mm, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+        assert v.source.split(" ")[0].endswith("/" + gname), (v.source, gname)
+        world = v.vertices if v.body < 0 else v.vertices @ R[v.body].T + p[v.body]
+        local = (world - d.geom_xpos[g]) @ d.geom_xmat[g].reshape(3, 3)     # MuJoCo's geom frame
+        if mm.geom_type[g] == 7:
+            k = mm.geom_dataid[g]
+            want = mm.mesh_vert[mm.mesh_vertadr[k]:mm.mesh_vertadr[k] + mm.mesh_vertnum[k]]
+            np.testing.assert_allclose(local, want, atol=1e-9, err_msg=v.source)
+        else:
+            err = _mj_surface(int(mm.geom_type[g]), mm.geom_size[g], local)
+            assert err.max() < 1e-9, (v.source, err.max())

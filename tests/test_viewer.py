@@ -44,12 +44,22 @@ def pages(tmp_path_factory):
         ur5 = jaxdyn.load_urdf(path)
         tr5 = jaxdyn.rollout(ur5, jnp.full(6, 0.3), jnp.zeros(6), None, 0.01, 100)
         out["mesh"] = (viewer.animate(ur5, tr5, d / "ur5.html", visuals=path), [ur5], [tr5])
+    try:                                         # an MJCF robot drawn with its geoms (MuJoCo's meshes)
+        import mujoco
+    except ImportError:
+        return out
+    hand = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", "shadow_hand", "right_hand.xml")
+    hm = jaxdyn.load_mjcf(hand)
+    s = jnp.linspace(0.0, 1.0, 51)[:, None]       # the fingers close: q from 0 to 1.2 rad (clipped to limits)
+    Qh = jnp.clip(1.2 * s * jnp.ones((1, hm.nq)), hm.q_lower[None], hm.q_upper[None])
+    trh = jaxdyn.integrators.Trajectory(s[:, 0], Qh, jnp.zeros_like(Qh), jnp.zeros_like(Qh), 50, 0, True)
+    out["mjcf"] = (viewer.animate(hm, trh, d / "hand.html", visuals=hand), [hm], [trh])
     return out
 
 
 def _page(pages, page):
     if page not in pages:
-        pytest.skip("example-robot-data not installed (the ur5 mesh page)")
+        pytest.skip(f"the {page!r} page needs example-robot-data (mesh) or mujoco (mjcf)")
     return pages[page]
 
 
@@ -61,7 +71,16 @@ def test_mesh_page_embeds_the_urdf_meshes(pages):
     assert sum(len(f) // 3 for _, _, f in rob["meshes"]) > 1000
 
 
-@pytest.mark.parametrize("page", ["one", "many", "stack", "mesh"])
+def test_mjcf_page_embeds_the_geoms(pages):
+    path, (hand,), _ = _page(pages, "mjcf")
+    rob = viewer.read_scene(path)["robots"][0]
+    assert rob["boxes"] == []
+    # forearm and wrist fixed to the world, then every moving body of the hand carries a geom
+    assert -1 in {b for b, _, _ in rob["meshes"]} and len({b for b, _, _ in rob["meshes"]}) >= 20
+    assert 2000 < sum(len(f) // 3 for _, _, f in rob["meshes"]) <= 8000 + 60 * len(rob["meshes"])
+
+
+@pytest.mark.parametrize("page", ["one", "many", "stack", "mesh", "mjcf"])
 def test_embedded_frames_are_frame_poses(pages, page):
     path, models, trajs = _page(pages, page)
     sc = viewer.read_scene(path)
@@ -102,7 +121,7 @@ def _png(tmp_path, url, name):
     return imread(str(out))[:, :, :3]
 
 
-@pytest.mark.parametrize("page", ["one", "many", "mesh"])
+@pytest.mark.parametrize("page", ["one", "many", "mesh", "mjcf"])
 def test_chromium_draws_a_moving_robot(pages, page, tmp_path):
     path = str(_page(pages, page)[0])
     dom = _chromium(f"file://{path}#t=0&paused", tmp_path, "dom", "--dump-dom").stdout
@@ -135,3 +154,14 @@ def test_view_command_rebuilds_a_run(tmp_path, monkeypatch, capsys):
     assert main(["view", "run"]) == 2 and "pass --robot" in capsys.readouterr().err
     assert main(["view", "run", "--robot", "puma560"]) == 2      # nq 6 vs the CSV's 3 columns
     assert "is it the run's robot" in capsys.readouterr().err
+
+
+def test_a_failed_rollout_is_shown_up_to_its_last_finite_sample(tmp_path):
+    puma = jaxdyn.robots.puma560()
+    Q = np.tile(np.linspace(0.0, 1.0, 10)[:, None], (1, 6))
+    Q[6:, 2] = np.nan                                   # the rollout failed at sample 6
+    with pytest.warns(UserWarning, match="not finite from t = 6 on; the page shows the 6 samples"):
+        sc = viewer.scene(puma, Q, t=np.arange(10.0))
+    assert sc["robots"][0]["t"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    with pytest.raises(ValueError, match="first sample .* is not finite"):
+        viewer.scene(puma, np.full((3, 6), np.nan))

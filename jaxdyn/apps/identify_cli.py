@@ -173,7 +173,7 @@ def run(args) -> int:
     import numpy as np
 
     import jaxdyn
-    from ..io.named import urdf_path
+    from ..io.named import model_file
     from . import joint_terms as jt
     from . import sysid as si
     from .trajopt_cli import NO_POSITION_LIMITS, has_position_limits, limit_report
@@ -291,7 +291,7 @@ def run(args) -> int:
              "joint limits: " + ('; '.join(lim_lines) if lim_lines else "respected by the excitation"),
              wall_time_line(wall, getattr(args, "started", None), "identification")]
     _write(out, name, true, lay, base, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
-           np.asarray(fit.history), lines, np.asarray(Qm), e["dt"], urdf_path(cfg["robot"]["name"]))
+           np.asarray(fit.history), lines, np.asarray(Qm), e["dt"], model_file(cfg["robot"]["name"]))
     print("\n".join(lines))
     return 0
 

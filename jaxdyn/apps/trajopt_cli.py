@@ -348,9 +348,9 @@ def run(args) -> int:
     from ..output import dof_labels
     target = np.full(nq, np.nan)
     target[np.arange(nq) if full else tj] = qT
-    from ..io.named import urdf_path
+    from ..io.named import model_file
     _write(out, f"{name} ({model.name})", dt, Q, V, U, hist, cyc, lines, dof_labels(model), target,
-           closed if closed is not None else model, urdf_path(cfg["robot"]["name"]))
+           closed if closed is not None else model, model_file(cfg["robot"]["name"]))
     print("\n".join(lines))
     return 0
 

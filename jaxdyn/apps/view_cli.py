@@ -57,7 +57,7 @@ def run(args) -> int:
     """``jaxdyn view``: write the animation of ``args.path`` (see the module docstring)."""
     from ..errors import ArgumentError
     from ..io.named import robot_by_name
-    from ..io.named import urdf_path
+    from ..io.named import model_file
     from ..viewer import animate
     src = args.path
     if os.path.isdir(src):
@@ -74,7 +74,7 @@ def run(args) -> int:
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(csv)), "animation.html")
     existed = os.path.exists(out)
     animate(model, Q, out, t=t, title=f"{os.path.basename(os.path.abspath(run_dir))} ({tree.name})",
-            visuals=urdf_path(robot))
+            visuals=model_file(robot))
     print(f"{'replaced' if existed else 'wrote'} {out}: {robot}, {len(t)} samples, t = {t[0]:g}..{t[-1]:g} s",
           file=sys.stderr)
     return 0

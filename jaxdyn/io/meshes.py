@@ -1,5 +1,5 @@
-"""Visual geometry of a URDF for the viewer: meshes (STL, OBJ) and primitives as triangle
-lists in jaxdyn's body frames, decimated to a face budget.
+"""Visual geometry of a URDF or an MJCF model for the viewer: meshes and primitives as
+triangle lists in jaxdyn's body frames, decimated to a face budget.
 
 :func:`urdf_visuals` reads each link's ``<visual>`` elements: ``<mesh filename scale>`` in
 STL (binary or ASCII) or OBJ, ``<box size>``, ``<cylinder radius length>`` (axis z) and
@@ -11,6 +11,8 @@ element used); a link with neither draws nothing (the viewer's skeleton still sh
 ``.../REST`` inside a folder named PKG); ``file://`` and relative paths against the URDF's
 folder.  Links merged into a body by fixed joints keep their placement (the link is a frame
 of the model).
+
+:func:`mjcf_visuals` reads the geoms of MuJoCo's compiled model (see its docstring).
 
 Decimation (:func:`decimate`) is vertex clustering on a grid (Rossignac and Borrel 1993):
 vertices in one cell merge to their mean; faces that collapse are dropped.
@@ -24,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import URDFError
+from ..errors import MJCFError, URDFError
 from .urdf import rpy_to_R
 
 READABLE = (".stl", ".obj")
@@ -237,9 +239,84 @@ def urdf_visuals(path, model, max_faces=8000) -> list:
             V, F, what = got
             # link frame -> body frame: x_body = E^T x_link + r (the frame's Plücker transform)
             found.append((int(fb[f]), V @ fE[f] + fr[f], F, f"{name}/{kind} {what}"))
+    return _budget(found, max_faces)
+
+
+def _budget(found, max_faces):
+    """:class:`Visual` s of (body, V, F, source) tuples, each mesh decimated to its share of
+    ``max_faces`` (in proportion to its size, at least 60)."""
     total = sum(len(F) for _, _, F, _ in found) or 1
     out = []
     for b, V, F, src in found:
         V, F = decimate(V, F, max(60, int(max_faces * len(F) / total)))
         out.append(Visual(b, V, F, src))
     return out
+
+
+_MJ_PRIMITIVES = {2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder", 6: "box", 7: "mesh"}   # mjtGeom
+
+
+def xml_root_tag(path):
+    """The root element's tag of an XML file ("robot" for a URDF, "mujoco" for an MJCF), or
+    None if it cannot be read."""
+    try:
+        for _, el in ET.iterparse(path, events=("start",)):
+            return el.tag
+    except (ET.ParseError, OSError):
+        return None
+    return None
+
+
+def _mj_geom(m, g):
+    """(V, F) of MuJoCo geom ``g`` in its own frame (sizes as MuJoCo's ``geom_size``)."""
+    t, size = int(m.geom_type[g]), np.asarray(m.geom_size[g], float)
+    if t == 2:
+        return _sphere(size[0])
+    if t == 3:                                   # radius, half-length along z
+        V, F = _sphere(size[0])
+        return V + np.where(V[:, 2:] >= 0, 1.0, -1.0) * [0, 0, size[1]], F
+    if t == 4:
+        V, F = _sphere(1.0)
+        return V * size, F
+    if t == 5:
+        return _cylinder(size[0], 2 * size[1])
+    if t == 6:
+        return _box(2 * size)
+    k = int(m.geom_dataid[g])
+    va, vn, fa, fn = (int(x[k]) for x in (m.mesh_vertadr, m.mesh_vertnum, m.mesh_faceadr, m.mesh_facenum))
+    return np.asarray(m.mesh_vert[va:va + vn], float), np.asarray(m.mesh_face[fa:fa + fn], int)
+
+
+def mjcf_visuals(path_or_xml, model, max_faces=8000) -> list:
+    """The :class:`Visual` s of an MJCF model (a file, an XML string or a ``mujoco.MjModel``)
+    for ``model`` (loaded from it by :func:`jaxdyn.load_mjcf`), in body frames, at most
+    ``max_faces`` faces in all.  The geoms MuJoCo's viewer shows by default are drawn: groups
+    0-2, not fully transparent; spheres, capsules, ellipsoids, cylinders, boxes and meshes (as
+    MuJoCo compiled them: ``geom_pos`` / ``geom_quat`` place the mesh in its body); planes,
+    height fields and SDFs are not drawn (the viewer draws its own ground grid).  Geoms of the
+    world body are fixed in the world (body -1)."""
+    import mujoco
+    from .mjcf import body_names, compile_mjcf, quat_to_R
+    m, where = compile_mjcf(path_or_xml)
+    tree = getattr(model, "model", model)
+    names = list(tree.frame_names)
+    fE, fr, fb = np.asarray(tree.frame_E, float), np.asarray(tree.frame_r, float), np.asarray(tree.frame_body)
+    bname = body_names(m)
+    found = []
+    for g in range(m.ngeom):
+        t, b = int(m.geom_type[g]), int(m.geom_bodyid[g])
+        if t not in _MJ_PRIMITIVES or m.geom_group[g] > 2 or m.geom_rgba[g, 3] == 0:
+            continue
+        if b == 0:
+            E, r, body = np.eye(3), np.zeros(3), -1
+        elif bname[b] in names:
+            f = names.index(bname[b])
+            E, r, body = fE[f], fr[f], int(fb[f])
+        else:
+            raise MJCFError(f"{where}: body {bname[b]!r} is not a frame of the model {tree.name!r} "
+                            "(was it loaded from this MJCF?)")
+        V, F = _mj_geom(m, g)
+        V = V @ quat_to_R(m.geom_quat[g]).T + m.geom_pos[g]          # geom frame -> MuJoCo body frame
+        gname = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
+        found.append((body, V @ E + r, F, f"{bname[b]}/{gname} {_MJ_PRIMITIVES[t]}"))
+    return _budget(found, max_faces)

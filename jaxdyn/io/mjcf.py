@@ -98,6 +98,14 @@ def _names(m, objtype, n):
     return [mujoco.mj_id2name(m, objtype, i) or "" for i in range(n)]
 
 
+def body_names(m):
+    """The frame name of each MuJoCo body of the compiled model ``m``: its name, ``"body<b>"``
+    if unnamed, ``"world"`` for body 0."""
+    import mujoco
+    names = [n or f"body{b}" for b, n in enumerate(_names(m, mujoco.mjtObj.mjOBJ_BODY, m.nbody))]
+    return ["world"] + names[1:]
+
+
 def _effort_limits(m, where):
     """Per-dof torque bounds from the actuators (see the module docstring)."""
     import mujoco
@@ -163,8 +171,7 @@ def parse_mjcf(path_or_xml):
     O = mujoco.mjtObj
     names = {"body": _names(m, O.mjOBJ_BODY, m.nbody), "joint": _names(m, O.mjOBJ_JOINT, m.njnt),
              "site": _names(m, O.mjOBJ_SITE, m.nsite), "eq": _names(m, O.mjOBJ_EQUALITY, m.neq)}
-    bname = [n or f"body{b}" for b, n in enumerate(names["body"])]
-    bname[0] = "world"
+    bname = body_names(m)
     jname = [names["joint"][j] or f"{bname[m.jnt_bodyid[j]]}:joint{j - m.body_jntadr[m.jnt_bodyid[j]]}"
              for j in range(m.njnt)]
     names["joint"] = jname

@@ -62,10 +62,10 @@ def robot_by_name(name):
     return getattr(robots, name)()
 
 
-def urdf_path(name):
-    """The URDF file behind a robot name ("urdf:PATH", "erd:NAME"), or None for other robots
-    (built-in, mechanisms, MJCF): the viewer draws that file's meshes."""
-    if name.startswith("urdf:"):
+def model_file(name):
+    """The URDF or MJCF file behind a robot name ("urdf:PATH", "erd:NAME", "mjcf:PATH"), or
+    None for other robots (built-in, mechanisms): the viewer draws that file's meshes."""
+    if name.startswith(("urdf:", "mjcf:")):
         return name[5:]
     if name.startswith("erd:"):
         return _erd(name[4:])
