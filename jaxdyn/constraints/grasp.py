@@ -11,8 +11,10 @@ v likewise, and grasp i is the weld "tip of arm i" = "grasp frame i of the objec
 
 Per arm (vmapped): free accelerations theta_f = ABA(tau) (4.9a / 6.11b), the tip's free
 acceleration alpha_f(0) = J theta_f + J-dot theta-dot (4.9b), and J M^-1 J^T by the
-operational-space recursion (6.10) (6.11d).  Object: M(C) and its bias give
-A M(C)^-1 A^T and its free acceleration.  Then
+operational-space recursion (6.10) (6.11d).  ABA's tau-independent pass (articulated
+inertias, :func:`jaxdyn.dynamics.aba.aba_factor`) is computed once per arm and serves both
+theta_f and M^-1 J^T f(0) (passes 2b and 3 on it).  Object: one mass matrix M(C) (CRBA) gives
+M(C)^-1, A M(C)^-1 A^T and, with its RNEA bias, its free acceleration.  Then
 
     Omega = blockdiag_i(J_i M_i^-1 J_i^T) + A M(C)^-1 A^T          (4.9c / 6.11e)
     Omega f(0) = -(alpha_f(0) - alpha_f,object(0))  (+ Baumgarte)  (4.9d / 6.11f)
@@ -57,11 +59,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..batching import aba, crba, forward_dynamics, minv
+from ..batching import crba, rnea
+from ..dynamics.aba import ABAFactor, aba_factor, aba_solve, velocity_terms
+from ..dynamics.common import gravity_acceleration
 from ..dynamics.common import pd_inverse
 from ..dynamics.opspace import opspace_inverse_inertia
 from ..errors import ModelError
-from ..kinematics import frame_pose, frame_terms
+from ..kinematics import frame_pose, frame_terms, joint_transforms
 from ..model import joints as J
 from ..model.model import Model, build_model, stack_parameters
 from ..spatial.rotations import log3
@@ -216,11 +220,13 @@ class _Terms(NamedTuple):
     obj_f: jax.Array      # (6,) free object acceleration
     G: jax.Array          # (ell, 6, 6) grasp-point Jacobians of the object
     obj_bias: jax.Array   # (ell, 6) grasp-point J-dot q-dot of the object
-    Mo_inv: jax.Array     # (6, 6)
+    Mo: jax.Array         # (nvo, nvo) the object's mass matrix
+    Mo_inv: jax.Array     # (nvo, nvo)
     target: jax.Array     # (ell, 6) Baumgarte target, world axes (0 without)
     vel: jax.Array        # (ell, 6) relative velocity tip - grasp point, world-aligned
     Rg: jax.Array         # (ell, 3, 3) grasp frame rotations
     w_obj: jax.Array      # (3,) object angular velocity, world axes
+    fac: ABAFactor        # per arm (leading axis ell): ABA's tau-independent pass, for (4.9e)
 
 
 def _terms(gs, q, qd, tau, stabilization):
@@ -231,14 +237,20 @@ def _terms(gs, q, qd, tau, stabilization):
     lwa = "local_world_aligned"
 
     def per_arm(arm, q, v, t):
-        theta_f = forward_dynamics(arm, q, v, t)                              # (4.9a), (6.11b)
+        Xup, S = joint_transforms(arm, q)
+        fac = aba_factor(arm, Xup, S)                                         # one factorization
+        c, pA = velocity_terms(arm, Xup, S, v)                                # serves (4.9a) and (4.9e)
+        theta_f = aba_solve(arm, fac, c, pA.bodies(), t - arm.damping * v,   # (4.9a), (6.11b)
+                            gravity_acceleration(arm, None))
         tip = frame_terms(arm, q, v, [gs.tip], lwa)                           # J, J-dot qd, J qd
         lam_inv = opspace_inverse_inertia(arm, q, [gs.tip], lwa)              # (6.10), (6.11d)
-        return theta_f, tip.J[0], tip.a[0], lam_inv, tip.v[0]
+        return theta_f, tip.J[0], tip.a[0], lam_inv, tip.v[0], fac
 
-    theta_f, Jt, jdqd, Lam_inv, tip_vel = jax.vmap(per_arm)(gs.arms, qa, va, ta)
+    theta_f, Jt, jdqd, Lam_inv, tip_vel, fac = jax.vmap(per_arm)(gs.arms, qa, va, ta)
     alpha_f = jnp.einsum("lij,lj->li", Jt, theta_f) + jdqd                   # (4.9b), (6.11c)
-    obj_f = forward_dynamics(gs.obj, qo, vo, to)
+    Mo = crba(gs.obj, qo)                                                     # the object: one matrix serves
+    Mo_inv = pd_inverse(Mo)                                                   # M_o, M_o^-1 and a_free
+    obj_f = Mo_inv @ (to - gs.obj.damping * vo - rnea(gs.obj, qo, vo, jnp.zeros_like(vo)))
     grasp = frame_terms(gs.obj, qo, vo, gs.grasp_frames, lwa)
     G, obj_bias, Rg = grasp.J, grasp.a, grasp.R
     vel = tip_vel - jnp.einsum("lij,j->li", G, vo)
@@ -247,7 +259,7 @@ def _terms(gs, q, qd, tau, stabilization):
         a_, b_ = stabilization
         target = -2.0 * a_ * vel - b_ ** 2 * grasp_residual(gs, q).reshape(gs.n_arms, 6)
     w_obj = (G[0] @ vo)[3:]
-    return _Terms(theta_f, Jt, jdqd, Lam_inv, alpha_f, obj_f, G, obj_bias, minv(gs.obj, qo), target, vel, Rg, w_obj)
+    return _Terms(theta_f, Jt, jdqd, Lam_inv, alpha_f, obj_f, G, obj_bias, Mo, Mo_inv, target, vel, Rg, w_obj, fac)
 
 
 class _Contact(NamedTuple):
@@ -289,10 +301,9 @@ class GraspSolution(NamedTuple):
 def _finish(gs, q, T, C, lam_l, qdd_o):
     """Joint accelerations of the arms from their tip forces (4.9e, 6.11g, Lilly-Orin 48), the
     relative accelerations and the constraint residual."""
-    qa = _split(gs, q, gs.obj.nq, gs.arms.nq)[1]
-    g0 = jnp.zeros(3, q.dtype)
-    dtheta = jax.vmap(lambda arm, q, Jt, f: aba(arm, q, jnp.zeros(arm.nv, q.dtype), Jt.T @ f, gravity=g0))(
-        gs.arms, qa, T.Jt, lam_l)
+    zb, z6 = jnp.zeros((gs.arms.nb, 6), q.dtype), jnp.zeros(6, q.dtype)
+    dtheta = jax.vmap(lambda arm, fac, Jt, f: aba_solve(arm, fac, zb, zb, Jt.T @ f, z6))(   # M^-1 J^T f
+        gs.arms, T.fac, T.Jt, lam_l)
     qdd_a = T.theta_f + dtheta
     rel = jnp.einsum("lij,lj->li", T.Jt, qdd_a) + T.jdqd - jnp.einsum("lij,j->li", T.G, qdd_o) - T.obj_bias
     residual = jnp.einsum("lij,lkj,lk->li", C.phic, C.phic, rel - C.c)
@@ -368,7 +379,6 @@ def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force
     real rows (its diagonal scales the shift; the rank diagnostic; it is never factored)."""
     T = _terms(gs, q, qd, tau, stabilization)
     C = _contact(gs, T)
-    qo = q[:gs.obj.nq]
     A = _chain_blocks(T, C) - jax.vmap(jnp.diag)(C.pad_c)                     # (ell, 6, 6), zero pads
     B = jnp.einsum("lji,ljk->lik", C.phic, T.G)                               # (ell, 6, nvo)
     Bs = B.reshape(-1, gs.obj.nv)
@@ -376,7 +386,7 @@ def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force
     h = jnp.zeros((gs.n_arms, 3), q.dtype) if free_force is None else free_force
     fh = jnp.einsum("lij,lj->li", C.phi, h)                                   # phi h
     S = jnp.einsum("lji,lj->li", C.phic, C.c + T.obj_bias - T.alpha_f - jnp.einsum("lij,lj->li", T.Lam_inv, fh))
-    Mo = crba(gs.obj, qo)
+    Mo = T.Mo
     f_o = Mo @ T.obj_f - jnp.einsum("lji,lj->i", T.G, fh)                      # tau_o - h_o = M_o a_free
     eps = prox_eps(jnp.diagonal(Omega).reshape(gs.n_arms, 6), 1.0 - C.pad_c)
     Mk = pd_inverse(A + jax.vmap(jnp.diag)(eps + C.pad_c))                 # (A_k + diag eps_k)^-1, unit pads

@@ -78,11 +78,11 @@ SMALL_SPD = 8
 
 def spd_inverse_components(D):
     """Inverse of SPD matrices D (n, n, ...) (component-first: the matrix on the leading axes,
-    any batch after them), n <= SMALL_SPD, by a Cholesky factorization unrolled over its
-    entries: L L^T = D column by column, Li = L^-1 by forward substitution, D^-1 = Li^T Li.
-    Every entry is a sum of products of entries, one fused elementwise program with the batch
-    as its vector lanes, and no LAPACK call.  A pivot that is not positive (non-PD D) gives
-    NaN."""
+    any batch after them), n <= SMALL_SPD, by a Cholesky factorization written out over its
+    columns: L[j:, j] = (D[j:, j] - sum_k<j L[j:, k] L[j, k]) / L[j, j], then X = L^-1 row by
+    row by forward substitution and D^-1 = X^T X.  Every step is an elementwise operation on
+    a column or a row (the batch as its vector lanes): O(n^2) operations in the program, no
+    LAPACK call.  A pivot that is not positive (non-PD D) gives NaN."""
     n = D.shape[0]
     if n == 0:
         return D
@@ -90,20 +90,23 @@ def spd_inverse_components(D):
     if n == 1:
         d = D[0, 0]
         return jnp.where(d > 0, 1.0 / jnp.where(d > 0, d, 1.0), nan)[None, None]
-    L = [[None] * n for _ in range(n)]
+    cols = []                                            # cols[j] = L[j:, j]
     for j in range(n):
-        d = D[j, j] - sum(L[j][k] * L[j][k] for k in range(j))
-        L[j][j] = jnp.sqrt(jnp.where(d > 0, d, nan))
-        inv = 1.0 / L[j][j]
-        for i in range(j + 1, n):
-            L[i][j] = (D[i, j] - sum(L[i][k] * L[j][k] for k in range(j))) * inv
-    Li = [[None] * n for _ in range(n)]
-    for i in range(n):
-        Li[i][i] = 1.0 / L[i][i]
-        for j in range(i):
-            Li[i][j] = -sum(L[i][k] * Li[k][j] for k in range(j, i)) * Li[i][i]
-    out = [[sum(Li[k][a] * Li[k][b] for k in range(max(a, b), n)) for b in range(n)] for a in range(n)]
-    return jnp.stack([jnp.stack(row) for row in out])
+        v = D[j:, j]
+        for k in range(j):
+            v = v - cols[k][j - k:] * cols[k][j - k][None]
+        cols.append(v / jnp.sqrt(jnp.where(v[0] > 0, v[0], nan))[None])
+    eye = jnp.eye(n, dtype=D.dtype).reshape((n, n) + (1,) * (D.ndim - 2))
+    rows = []                                            # rows[i] = X[i, :], X = L^-1 (lower)
+    for i in range(n):                                   # L[i, :i+1] . X[:i+1, :] = e_i
+        r = eye[i]
+        for k in range(i):
+            r = r - cols[k][i - k][None] * rows[k]
+        rows.append(r / cols[i][0][None])
+    out = rows[0][:, None] * rows[0][None, :]            # D^-1 = X^T X
+    for k in range(1, n):
+        out = out + rows[k][:, None] * rows[k][None, :]
+    return out
 
 
 def pd_inverse(D):
