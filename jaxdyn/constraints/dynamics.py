@@ -57,7 +57,7 @@ from ..spatial.rotations import log3
 from .grasp import GraspSystem, lilly_orin_solve, rccfd_solve
 from .legged import LeggedSystem, legged_forward_dynamics
 from .model import ClosedModel
-from .solve import PROX_ITERS, diagnostics, prox_eps, prox_solve
+from .solve import PROX_ITERS, RANK_TOL, diagnostics, prox_eps, prox_solve
 
 
 
@@ -205,8 +205,12 @@ def check_stabilization(stabilization):
 def _chain_deficit(chains, after):
     """Summed rank deficiency of the chain operators (ell, 6, 6) (:func:`solve.diagnostics`
     each, after ``after``: the previous diagnostic's result, so that the eigendecompositions run
-    one after the other)."""
-    ranks = jax.vmap(lambda Ak: diagnostics(Ak, jnp.atleast_1d(after))[0])(chains)
+    one after the other), at the threshold sqrt(eps) (1.5e-8 in float64, 3.5e-4 in float32;
+    at least :data:`solve.RANK_TOL`): the structured methods eliminate through each chain, so
+    rounding reaches their accelerations amplified by cond(A_k); a chain whose scaled condition
+    number exceeds 1 / sqrt(eps) (half the working digits lost) is reported singular."""
+    tol = max(RANK_TOL, float(np.sqrt(jnp.finfo(chains.dtype).eps)))
+    ranks = jax.vmap(lambda Ak: diagnostics(Ak, jnp.atleast_1d(after), tol)[0])(chains)
     return jnp.sum(chains.shape[-1] - ranks)
 
 

@@ -19,11 +19,12 @@ def _jacobi(A):
     return s[..., :, None] * A * s[..., None, :]
 
 
-def diagnostics(A, after):
+def diagnostics(A, after, tol=None):
     """(numerical rank, condition number on the range) of a PSD matrix A in its Jacobi-scaled
     form D^-1/2 A D^-1/2 (D = diag A), so that rows of different units (forces and moments,
-    metres and radians) weigh alike.  Not differentiated: a diagnostic, not a value of the
-    dynamics.
+    metres and radians) weigh alike: eigenvalues below ``tol`` times the largest count as zero
+    (``tol`` None: :data:`RANK_TOL`, or 100 machine epsilons where that is larger).  Not
+    differentiated: a diagnostic, not a value of the dynamics.
 
     ``after``: the solver's result (non-empty).  The eigenvalue decomposition reads it (A + 0 *
     min|after|: a data dependency XLA keeps; an optimization barrier is removed on the CPU) and so runs
@@ -34,7 +35,8 @@ def diagnostics(A, after):
     As = _jacobi(A)
     lam = jnp.linalg.eigvalsh(0.5 * (As + As.T))
     top = jnp.maximum(lam[-1], jnp.finfo(A.dtype).tiny)
-    keep = lam > max(RANK_TOL, 100 * float(jnp.finfo(A.dtype).eps)) * top
+    tol = max(RANK_TOL, 100 * float(jnp.finfo(A.dtype).eps)) if tol is None else tol
+    keep = lam > tol * top
     rank = jnp.sum(keep)
     low = jnp.min(jnp.where(keep, lam, top))
     return rank, top / low
