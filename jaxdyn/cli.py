@@ -298,5 +298,18 @@ def _discarded(args) -> str:
     return f" (removed its output folder {out})" if discard(out) else ""
 
 
+def entry(argv=None):
+    """The ``jaxdyn`` command: :func:`main`'s exit status.  After Ctrl-C (exit 130, output folder
+    already removed) the process ends at once with ``os._exit``: XLA's compiler threads may
+    still be running, and finalizing the interpreter under them can crash (seen: SIGSEGV at
+    exit after the "interrupted" line)."""
+    code = main(argv)
+    if code == 130:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
