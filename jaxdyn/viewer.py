@@ -127,8 +127,8 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
     """The data :func:`animate` embeds: one model (tree or ClosedModel) and one trajectory, a
     list of each (robots side by side), or a :class:`jaxdyn.Stack` with its lanes' trajectory
     (a vmapped rollout: every lane side by side, or the first lane of each member beyond
-    :data:`MAX_LANES` lanes).  ``visuals``: for one model, None, the URDF or MJCF (``.xml``)
-    file it was loaded from (its meshes / geoms are drawn) or a list of
+    :data:`MAX_LANES` lanes).  ``visuals``: for one model, None, the URDF or MJCF file it
+    was loaded from (its meshes / geoms are drawn) or a list of
     :class:`jaxdyn.io.meshes.Visual`; for a list of models, a list of those, one per model.
     A trajectory whose q stops being finite (a failed rollout) is shown up to its last finite
     sample, with a warning; a first sample that is not finite raises ValueError.  See the

@@ -61,8 +61,7 @@ import numpy as np
 
 from ..batching import crba, rnea
 from ..dynamics.aba import ABAFactor, aba_factor, aba_solve, velocity_terms
-from ..dynamics.common import gravity_acceleration
-from ..dynamics.common import pd_inverse
+from ..dynamics.common import gravity_acceleration, pd_inverse
 from ..dynamics.opspace import opspace_inverse_inertia
 from ..errors import ModelError
 from ..kinematics import frame_pose, frame_terms, joint_transforms
