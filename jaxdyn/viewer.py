@@ -159,9 +159,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
         if not np.all(np.asarray(tree.frame_body)[:tree.nb] == np.arange(tree.nb)):
             raise ValueError(f"animate: robot {k} ({tree.name!r}): its first nb frames must be its body frames")
         idx = np.unique(np.linspace(0, len(Q) - 1, min(len(Q), max_samples)).round().astype(int))
-        R, p = jax.jit(jax.vmap(frame_poses, (None, 0)))(tree, jax.numpy.asarray(Q[idx]))
-        R, p = np.asarray(R, float), np.asarray(p, float)
-        bad = ~np.isfinite(R.reshape(len(idx), -1)).all(1) | ~np.isfinite(p.reshape(len(idx), -1)).all(1)
+        bad = ~np.isfinite(np.asarray(Q[idx], float)).all(1)
         if bad.any():                            # e.g. a rollout that failed: show it up to the failure
             n = int(np.argmax(bad))
             if n == 0:
@@ -169,7 +167,9 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
                                  "finite (NaN or inf in q)")
             warnings.warn(f"animate: robot {k} ({tree.name!r}): q is not finite from t = {tk[idx[n]]:g} on; the "
                           f"page shows the {n} samples before", stacklevel=3)
-            idx, R, p = idx[:n], R[:n], p[:n]
+            idx = idx[:n]
+        R, p = jax.jit(jax.vmap(frame_poses, (None, 0)))(tree, jax.numpy.asarray(Q[idx]))
+        R, p = np.asarray(R, float), np.asarray(p, float)
         poses = np.concatenate([p[:, :tree.nb, :], R[:, :tree.nb].reshape(len(idx), tree.nb, 9)], -1)
         links, boxes = _geometry(tree)
         meshes = _meshes(visuals[k], tree)

@@ -268,19 +268,20 @@ def xml_root_tag(path):
 
 
 def _mj_geom(m, g):
-    """(V, F) of MuJoCo geom ``g`` in its own frame (sizes as MuJoCo's ``geom_size``)."""
-    t, size = int(m.geom_type[g]), np.asarray(m.geom_size[g], float)
-    if t == 2:
+    """(V, F) of MuJoCo geom ``g`` (a kind of :data:`_MJ_PRIMITIVES`) in its own frame (sizes
+    as MuJoCo's ``geom_size``)."""
+    kind, size = _MJ_PRIMITIVES[int(m.geom_type[g])], np.asarray(m.geom_size[g], float)
+    if kind == "sphere":
         return _sphere(size[0])
-    if t == 3:                                   # radius, half-length along z
+    if kind == "capsule":                        # radius, half-length along z
         V, F = _sphere(size[0])
         return V + np.where(V[:, 2:] >= 0, 1.0, -1.0) * [0, 0, size[1]], F
-    if t == 4:
+    if kind == "ellipsoid":
         V, F = _sphere(1.0)
         return V * size, F
-    if t == 5:
+    if kind == "cylinder":
         return _cylinder(size[0], 2 * size[1])
-    if t == 6:
+    if kind == "box":
         return _box(2 * size)
     k = int(m.geom_dataid[g])
     va, vn, fa, fn = (int(x[k]) for x in (m.mesh_vertadr, m.mesh_vertnum, m.mesh_faceadr, m.mesh_facenum))
