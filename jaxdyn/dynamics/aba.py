@@ -152,6 +152,18 @@ def aba_passes(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="
     return qdd.dofs()
 
 
+def aba_factored(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
+    """(qdd, fac): the accelerations of :func:`aba_passes` (one state) and the
+    :class:`ABAFactor` they were solved with (passes 1, 2, then 2b and 3 by :func:`aba_solve`),
+    for rules that reuse the factorization."""
+    Xup, S = joint_transforms(model, q)
+    fac = aba_factor(model, Xup, S)
+    X0 = world_transforms(model, Xup) if f_ext is not None and f_ext_frame == "world" else None
+    c, pA = velocity_terms(model, Xup, S, qd, external_forces(model, f_ext, f_ext_frame, X0))
+    a0 = gravity_acceleration(model, gravity)
+    return aba_solve(model, fac, c, pA.bodies(), tau, a0), fac
+
+
 def minv_apply(model: Model, q, fac: ABAFactor, b):
     """M(q)^-1 b (nv,) by passes 2b and 3 on the factorization ``fac`` (no velocity, no
     gravity), as a ``lax.custom_linear_solve`` with M symmetric: its transpose is the same
@@ -175,8 +187,7 @@ def aba_jvp(f_ext_frame, primals, tangents):
     parameters (those whose tangent is not a symbolic zero), and M^-1 applied by the same ABA
     factorization (:func:`minv_apply`).  Both are O(n) per direction."""
     model, q, qd, tau, f_ext, gravity = primals
-    qdd = aba_passes(model, q, qd, tau, f_ext, gravity, f_ext_frame)
-    fac = aba_factor(model, *joint_transforms(model, q))
+    qdd, fac = aba_factored(model, q, qd, tau, f_ext, gravity, f_ext_frame)
     zero = lambda d: all(isinstance(t, SymbolicZero) for t in jax.tree_util.tree_leaves(
         d, is_leaf=lambda x: isinstance(x, SymbolicZero)))
     moving = [i for i in (0, 1, 2, 4, 5) if not zero(tangents[i])]
