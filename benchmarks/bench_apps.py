@@ -72,7 +72,7 @@ def bench_trajopt(starts):
             tr = rollout(prob.model, prob.q0, prob.qd0, to.controls(prob, Z), prob.dt, prob.steps,
                          stepper=prob.stepper, chunk=chunk)
             c = prob.terminal_constraint(tr.q[-1], tr.qd[-1])
-            return to._cost(prob, tr) + 1e3 * jnp.dot(c, c)
+            return to.integrated_running_cost(prob, tr) + 1e3 * jnp.dot(c, c)
 
         Z = jnp.zeros((prob.steps, prob.nv))
         row = {"steps": prob.steps, "nv": prob.nv, "per_step_ms": {}}
