@@ -54,7 +54,8 @@ from ..kinematics import frame_terms
 from ..model.configuration import integrate
 from ..model.model import check_state
 from ..spatial.rotations import log3
-from .grasp import GraspSystem, lilly_orin_solve, rccfd_solve
+from .grasp import GraspSystem
+from .grasp_solvers import lilly_orin_solve, rccfd_solve
 from .legged import LeggedSystem, legged_forward_dynamics
 from .model import ClosedModel
 from .solve import PROX_ITERS, RANK_TOL, diagnostics, prox_eps, prox_solve

@@ -46,7 +46,7 @@ Pi = Omega^-1 - Omega^-1 H^T (H Omega^-1 H^T)^-1 H Omega^-1 taken in its equival
 constrained-space form phi^c (phi^c^T Omega phi^c)^-1 phi^c^T (also defined when Omega is
 singular but its constrained block is not); Lilly-Orin as Table 1 with
 M_k = (phi^c^T Lambda_k^-1 phi^c)^-1.  Both reach singular arms and dependent grasps by a
-proximal iteration (:func:`lilly_orin_solve`) and return the exact accelerations there.
+proximal iteration (:func:`jaxdyn.constraints.grasp_solvers.lilly_orin_solve`) and return the exact accelerations there.
 Contact kinds of different n_g are padded to 3 free / 6 constrained columns (zero columns,
 unit diagonal in the small solves), so the arms stay vmapped.
 """
@@ -62,13 +62,14 @@ import numpy as np
 from ..batching import crba, rnea
 from ..dynamics.aba import ABAFactor, aba_factor, aba_solve, velocity_terms
 from ..dynamics.common import gravity_acceleration, pd_inverse
-from ..dynamics.opspace import opspace_inverse_inertia
+from ..dynamics.operator import factors_of
+from ..dynamics.opspace import opspace_inverse_inertia_of
+from ..dynamics.slots import slot_factor_of
 from ..errors import ModelError
-from ..kinematics import frame_pose, frame_terms, joint_transforms
+from ..kinematics import frame_index, frame_pose, frame_terms, joint_transforms
 from ..model import joints as J
 from ..model.model import Model, build_model, stack_parameters
 from ..spatial.rotations import log3
-from .solve import PROX_ITERS, prox_eps, prox_solve
 
 CONTACTS = {"weld": (), "revolute": (5,), "soft_finger": (3, 4), "point": (3, 4, 5)}
 """Grasp contact kinds: the free modes as column indices of the 6 x 6 identity in the grasp
@@ -192,7 +193,8 @@ def forest(models, name="forest") -> object:
     return build_model(**cols, gravity=np.asarray(models[0].gravity), name=name, inertia_policy="skip")
 
 
-def _split(gs, x, nobj, nper):
+def split_state(gs, x, nobj, nper):
+    """(object part (nobj,), arm parts (ell, nper)) of a state vector laid out [object; arm_1; ...]."""
     return x[:nobj], x[nobj:].reshape(gs.n_arms, nper)
 
 
@@ -201,7 +203,7 @@ def grasp_residual(gs: GraspSystem, q):
     log3(R_tip R_grasp^T) (weld), z_grasp x z_tip (revolute: zero when the hinge axes align) or
     0 (soft finger, point: no position-level angular constraint; a soft finger's is not
     integrable)."""
-    qo, qa = _split(gs, q, gs.obj.nq, gs.arms.nq)
+    qo, qa = split_state(gs, q, gs.obj.nq, gs.arms.nq)
     Rt, pt = jax.vmap(lambda arm, q: frame_pose(arm, q, gs.tip))(gs.arms, qa)
     Rg, pg = jax.vmap(lambda f: frame_pose(gs.obj, qo, f))(jnp.asarray(gs.grasp_frames))
     weld = jnp.asarray([k == "weld" for k in gs.kinds], q.dtype)[:, None]
@@ -210,7 +212,8 @@ def grasp_residual(gs: GraspSystem, q):
     return jnp.concatenate([pt - pg, ang], 1).reshape(-1)
 
 
-class _Terms(NamedTuple):
+class GraspTerms(NamedTuple):
+    """The per-arm (leading axis ell) and object quantities of :func:`grasp_terms`."""
     theta_f: jax.Array    # (ell, N) free arm accelerations
     Jt: jax.Array         # (ell, 6, N) tip Jacobians (world-aligned)
     jdqd: jax.Array       # (ell, 6) tip J-dot q-dot
@@ -228,12 +231,13 @@ class _Terms(NamedTuple):
     fac: ABAFactor        # per arm (leading axis ell): ABA's tau-independent pass, for (4.9e)
 
 
-def _terms(gs, q, qd, tau, stabilization):
+def grasp_terms(gs, q, qd, tau, stabilization):
     """The per-arm (vmapped) and object quantities shared by RCCFD and Lilly-Orin."""
-    qo, qa = _split(gs, q, gs.obj.nq, gs.arms.nq)
-    vo, va = _split(gs, qd, gs.obj.nv, gs.arms.nv)
-    to, ta = _split(gs, tau, gs.obj.nv, gs.arms.nv)
+    qo, qa = split_state(gs, q, gs.obj.nq, gs.arms.nq)
+    vo, va = split_state(gs, qd, gs.obj.nv, gs.arms.nv)
+    to, ta = split_state(gs, tau, gs.obj.nv, gs.arms.nv)
     lwa = "local_world_aligned"
+    tip_id = jnp.asarray([frame_index(gs.arms, gs.tip)], jnp.int32)
 
     def per_arm(arm, q, v, t):
         Xup, S = joint_transforms(arm, q)
@@ -242,7 +246,8 @@ def _terms(gs, q, qd, tau, stabilization):
         theta_f = aba_solve(arm, fac, c, pA.bodies(), t - arm.damping * v,   # (4.9a), (6.11b)
                             gravity_acceleration(arm, None))
         tip = frame_terms(arm, q, v, [gs.tip], lwa)                           # J, J-dot qd, J qd
-        lam_inv = opspace_inverse_inertia(arm, q, [gs.tip], lwa)              # (6.10), (6.11d)
+        F = factors_of(slot_factor_of(arm, (Xup, S), fac))
+        lam_inv = opspace_inverse_inertia_of(arm, F, tip_id, lwa)               # (6.10), (6.11d)
         return theta_f, tip.J[0], tip.a[0], lam_inv, tip.v[0], fac
 
     theta_f, Jt, jdqd, Lam_inv, tip_vel, fac = jax.vmap(per_arm)(gs.arms, qa, va, ta)
@@ -258,10 +263,11 @@ def _terms(gs, q, qd, tau, stabilization):
         a_, b_ = stabilization
         target = -2.0 * a_ * vel - b_ ** 2 * grasp_residual(gs, q).reshape(gs.n_arms, 6)
     w_obj = (G[0] @ vo)[3:]
-    return _Terms(theta_f, Jt, jdqd, Lam_inv, alpha_f, obj_f, G, obj_bias, Mo, Mo_inv, target, vel, Rg, w_obj, fac)
+    return GraspTerms(theta_f, Jt, jdqd, Lam_inv, alpha_f, obj_f, G, obj_bias, Mo, Mo_inv, target, vel, Rg, w_obj, fac)
 
 
-class _Contact(NamedTuple):
+class ContactRows(NamedTuple):
+    """The world-aligned contact spaces of the grasps (:func:`contact_rows`)."""
     phi: jax.Array        # (ell, 6, 3) free modes, world-aligned (zero columns pad)
     phic: jax.Array       # (ell, 6, 6) constrained modes, world-aligned (zero columns pad)
     pad_f: jax.Array      # (ell, 3) 1 on padded free columns
@@ -269,7 +275,7 @@ class _Contact(NamedTuple):
     c: jax.Array          # (ell, 6) b + projected target: phi^c^T (a_tip - a_grasp) = phi^c^T c
 
 
-def _contact(gs, T):
+def contact_rows(gs, T):
     """World-aligned contact spaces and the right side b + t of the constrained rows."""
     phi, phic, mf, mc = contact_spaces(gs.kinds)
     dt = T.Rg.dtype
@@ -280,7 +286,7 @@ def _contact(gs, T):
     b = nonrigid * jnp.concatenate([jnp.zeros_like(T.vel[:, :3]),
                                     jnp.cross(jnp.broadcast_to(T.w_obj, T.vel[:, 3:].shape), T.vel[:, 3:])], 1)
     t = jnp.einsum("lij,lkj,lk->li", phic_w, phic_w, T.target)
-    return _Contact(phi_w, phic_w, jnp.asarray(1.0 - mf, dt), jnp.asarray(1.0 - mc, dt), b + t)
+    return ContactRows(phi_w, phic_w, jnp.asarray(1.0 - mf, dt), jnp.asarray(1.0 - mc, dt), b + t)
 
 
 class GraspSolution(NamedTuple):
@@ -297,7 +303,7 @@ class GraspSolution(NamedTuple):
     #                       chain's constrained operator (singular where the chain is; a diagnostic)
 
 
-def _finish(gs, q, T, C, lam_l, qdd_o):
+def finish_arms(gs, q, T, C, lam_l, qdd_o):
     """Joint accelerations of the arms from their tip forces (4.9e, 6.11g, Lilly-Orin 48), the
     relative accelerations and the constraint residual."""
     zb, z6 = jnp.zeros((gs.arms.nb, 6), q.dtype), jnp.zeros(6, q.dtype)
@@ -309,114 +315,11 @@ def _finish(gs, q, T, C, lam_l, qdd_o):
     return jnp.concatenate([qdd_o, qdd_a.reshape(-1)]), rel, residual.reshape(-1)
 
 
-def _chain_blocks(T, C):
+def chain_blocks(T, C):
     """(ell, 6, 6) A_k = phi^c^T Lambda_k^-1 phi^c with 1 on the padded rows' diagonal."""
     return jnp.einsum("lji,ljk,lkm->lim", C.phic, T.Lam_inv, C.phic) + jax.vmap(jnp.diag)(C.pad_c)
 
 
-def _real_rows(gs):
+def real_rows(gs):
     """Indices of the real (unpadded) constrained rows of the stacked (6 ell,) contact rows."""
     return np.flatnonzero(contact_spaces(gs.kinds)[3].reshape(-1))
-
-
-def rccfd_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None) -> GraspSolution:
-    """RCCFD 1 (6.11) with the non-rigid grasps of Appendix B: Omega lam = r + H^T alpha,
-    H lam = h (``free_force`` (ell, 3), zero for passive contacts), solved as (b.9d).  A
-    singular Omega (dependent contacts, singular arms) gets the proximal least-norm solve of
-    :func:`jaxdyn.constraints.solve.prox_solve`."""
-    T = _terms(gs, q, qd, tau, stabilization)
-    C = _contact(gs, T)
-    ell = gs.n_arms
-    Gs = T.G.reshape(-1, gs.obj.nv)
-    Omega = jax.scipy.linalg.block_diag(*[T.Lam_inv[i] for i in range(ell)]) + Gs @ T.Mo_inv @ Gs.T   # (6.11e)
-    alpha_obj = jnp.einsum("lij,j->li", T.G, T.obj_f) + T.obj_bias
-    r = (C.c - (T.alpha_f - alpha_obj)).reshape(-1)
-    if any(k != "weld" for k in gs.kinds) or free_force is not None:
-        # (b.7)'s Pi = Omega^-1 - Omega^-1 H^T (H Omega^-1 H^T)^-1 H Omega^-1 in its constrained-space
-        # form phi^c (phi^c^T Omega phi^c)^-1 phi^c^T: equal when Omega is invertible, and defined
-        # whenever the constrained block is (e.g. 5-DOF legs, whose J M^-1 J^T is singular).
-        Phi = jax.scipy.linalg.block_diag(*[C.phi[i] for i in range(ell)])             # (6 ell, 3 ell): H^T
-        Phic = jax.scipy.linalg.block_diag(*[C.phic[i] for i in range(ell)])           # (6 ell, 6 ell)
-        fh = Phi @ (jnp.zeros(3 * ell, r.dtype) if free_force is None else free_force.reshape(-1))
-        rhs = Phic.T @ (r - Omega @ fh)
-        Omega = Phic.T @ Omega @ Phic                                                  # the constrained block
-        real = _real_rows(gs)
-        eps = prox_eps(jnp.diagonal(Omega), 1.0 - C.pad_c.reshape(-1))
-        lam = fh + Phic @ prox_solve(Omega + jnp.diag(C.pad_c.reshape(-1)), rhs, eps)  # (b.9d)
-        Omega = Omega[np.ix_(real, real)]
-    else:
-        lam = prox_solve(Omega, r, prox_eps(jnp.diagonal(Omega)))                     # (6.11f)
-    qdd_o = T.obj_f - T.Mo_inv @ (Gs.T @ lam)
-    lam_l = lam.reshape(ell, 6)
-    qdd, rel, residual = _finish(gs, q, T, C, lam_l, qdd_o)                           # (6.11g-j)
-    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega, _chain_blocks(T, C))
-
-
-def lilly_orin_solve(gs: GraspSystem, q, qd, tau, stabilization=None, free_force=None) -> GraspSolution:
-    """Lilly and Orin's simple closed-chain algorithm (Table 1), chains holding a reference
-    member through general joints (phi, phi^c).  With the constrained force mu_k
-    (tip force lam_k = phi h_k + phi^c mu_k), A_k = phi^c^T Lambda_k^-1 phi^c and
-    B_k = phi^c^T G_k (the grasp's constrained rows of the object), the equations are
-
-        M_o a_o + sum_k B_k^T mu_k = f_o = tau_o - h_o - sum_k G_k^T phi h_k    (object)
-        A_k mu_k - B_k a_o = S_k = phi^c^T (c_k + b_k,grasp - alpha_f,k - Lambda_k^-1 phi h_k)
-
-    and Table 1 eliminates mu_k chain by chain: with M_k = A_k^-1,
-    (M_o + sum_k B_k^T M_k B_k) a_o = f_o - sum_k B_k^T M_k S_k (45)-(46), then
-    mu_k = M_k (S_k + B_k a_o) (47) and the joint accelerations (48).
-
-    A_k is singular where chain k is (a straight leg, a wrist at its singularity, a weld foot
-    whose chain has fewer than 5 joints): its M_k does not exist, although the mechanism's
-    accelerations do.  So Table 1 runs with the proximal shift M_k = (A_k + diag eps_k)^-1
-    (eps_k: :func:`~jaxdyn.constraints.solve.prox_eps` of the diagonal of
-    A_k + B_k M_o^-1 B_k^T) as the solver of a refinement on the unshifted equations: a fixed number
-    (``PROX_ITERS``) of Table 1 solves on the residuals.  This is the proximal point iteration
-    of schur and rccfd, a chain at a time: it converges to the exact accelerations (and to
-    least-norm forces where they are not unique) whether or not a chain is singular.
-    ``free_force`` h (ell, 3): the known force along the free modes (zero for passive
-    contacts).  ``system``: the constrained-space Omega = blockdiag(A_k) + B M_o^-1 B^T on the
-    real rows (its diagonal scales the shift; the rank diagnostic; it is never factored)."""
-    T = _terms(gs, q, qd, tau, stabilization)
-    C = _contact(gs, T)
-    A = _chain_blocks(T, C) - jax.vmap(jnp.diag)(C.pad_c)                     # (ell, 6, 6), zero pads
-    B = jnp.einsum("lji,ljk->lik", C.phic, T.G)                               # (ell, 6, nvo)
-    Bs = B.reshape(-1, gs.obj.nv)
-    Omega = jax.scipy.linalg.block_diag(*[A[i] for i in range(gs.n_arms)]) + Bs @ T.Mo_inv @ Bs.T
-    h = jnp.zeros((gs.n_arms, 3), q.dtype) if free_force is None else free_force
-    fh = jnp.einsum("lij,lj->li", C.phi, h)                                   # phi h
-    S = jnp.einsum("lji,lj->li", C.phic, C.c + T.obj_bias - T.alpha_f - jnp.einsum("lij,lj->li", T.Lam_inv, fh))
-    Mo = T.Mo
-    f_o = Mo @ T.obj_f - jnp.einsum("lji,lj->i", T.G, fh)                      # tau_o - h_o = M_o a_free
-    eps = prox_eps(jnp.diagonal(Omega).reshape(gs.n_arms, 6), 1.0 - C.pad_c)
-    Mk = pd_inverse(A + jax.vmap(jnp.diag)(eps + C.pad_c))                 # (A_k + diag eps_k)^-1, unit pads
-    M_eff_inv = pd_inverse(Mo + jnp.einsum("lji,ljk,lkm->im", B, Mk, B))     # (45)
-
-    def table1(r_o, r_k):                                                     # (45)-(47) on right sides
-        P = jnp.einsum("lij,lj->li", Mk, r_k)
-        a_o = M_eff_inv @ (r_o - jnp.einsum("lji,lj->i", B, P))               # (46)
-        return a_o, P + jnp.einsum("lij,ljk,k->li", Mk, B, a_o)               # (47)
-
-    a_o, mu = table1(f_o, S)
-    for _ in range(PROX_ITERS - 1):                                           # refinement on the residuals
-        da, dmu = table1(f_o - Mo @ a_o - jnp.einsum("lji,lj->i", B, mu),
-                         S + jnp.einsum("lij,j->li", B, a_o) - jnp.einsum("lij,lj->li", A, mu))
-        a_o, mu = a_o + da, mu + dmu
-    lam_l = fh + jnp.einsum("lij,lj->li", C.phic, mu)
-    qdd, rel, residual = _finish(gs, q, T, C, lam_l, a_o)                     # (48)
-    real = _real_rows(gs)
-    return GraspSolution(qdd, lam_l, residual, rel, T.vel, C.phi, T.w_obj, Omega[np.ix_(real, real)],
-                         A + jax.vmap(jnp.diag)(C.pad_c))
-
-
-def rccfd(gs: GraspSystem, q, qd, tau, stabilization=None):
-    """RCCFD 1 (6.11), non-rigid grasps by (b.9).  Returns (qdd (nv,), lam (6 ell,),
-    residual (6 ell,), Omega on the constrained rows)."""
-    s = rccfd_solve(gs, q, qd, tau, stabilization)
-    return s.qdd, s.lam.reshape(-1), s.residual, s.system
-
-
-def lilly_orin(gs: GraspSystem, q, qd, tau, stabilization=None):
-    """Lilly and Orin's Type 0 algorithm (arms holding a reference member).  Returns (qdd, lam,
-    residual, Omega on the constrained rows)."""
-    s = lilly_orin_solve(gs, q, qd, tau, stabilization)
-    return s.qdd, s.lam.reshape(-1), s.residual, s.system

@@ -46,7 +46,8 @@ from ..kinematics import frame_pose, frame_terms
 from ..model import joints as J
 from ..model.model import build_model, check_state
 from ..spatial.rotations import rot_to_quat
-from .grasp import GraspSystem, grasp_system, lilly_orin_solve, rccfd_solve
+from .grasp import GraspSystem, grasp_system
+from .grasp_solvers import lilly_orin_solve, rccfd_solve
 from .model import ClosedModel, Constraint, close_loops
 
 _REVERSIBLE = (J.REVOLUTE, J.PRISMATIC, J.HELICAL)

@@ -43,7 +43,7 @@ from ..tree import backward_sweep, forward_sweep
 from .common import body_inertia_matrices, gravity_acceleration
 from .registry import register_method, register_minv
 from .rnea import rnea_passes
-from .slots import bias_terms, dof_blocks, dof_mask, per_body, scatter_dofs, slot_factor
+from .slots import bias_terms, dof_blocks, dof_mask, per_body, scatter_dofs, slot_factor, SlotFactor
 
 
 class InnovationsFactors(NamedTuple):
@@ -77,7 +77,12 @@ def innovations_factors(model: Model, q) -> InnovationsFactors:
 
 def factors_unchecked(model, q):
     """:func:`factors` without the state check (for callers that validated q already)."""
-    fac = slot_factor(model, q)
+    return factors_of(slot_factor(model, q))
+
+
+def factors_of(fac: SlotFactor) -> InnovationsFactors:
+    """The operators (4.4)-(4.7) from ABA's factorization in per-body slots
+    (:func:`jaxdyn.dynamics.slots.slot_factor`)."""
     G = fac.U @ fac.Dinv                                     # P H^T D^-1
     phi = jnp.swapaxes(fac.X6, -1, -2)
     L = phi @ G

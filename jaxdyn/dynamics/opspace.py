@@ -30,7 +30,7 @@ from ..kinematics import change_reference, frame_X0, frame_index, to_pin_order, 
 from ..model.model import Model, check_state
 from ..tree import backward_sweep, forward_sweep
 from .common import pd_inverse
-from .operator import factors_unchecked
+from .operator import InnovationsFactors, factors_unchecked
 
 
 def _lambda_step(Lam_p, x, keep=None):
@@ -42,7 +42,13 @@ def _lambda_step(Lam_p, x, keep=None):
 
 @partial(jax.jit, static_argnames=('reference',))
 def _opspace_inv(model, q, fids, reference):
-    F = factors_unchecked(model, q)
+    return opspace_inverse_inertia_of(model, factors_unchecked(model, q), fids, reference)
+
+
+def opspace_inverse_inertia_of(model: Model, F: InnovationsFactors, fids, reference="local_world_aligned"):
+    """:func:`opspace_inverse_inertia` for frame indices ``fids`` (m,) from the operators ``F``
+    at q (:func:`jaxdyn.dynamics.operator.factors_of`), for callers that computed ABA's
+    factorization already."""
     Lam, _ = forward_sweep(_lambda_step, model, jnp.zeros((6, 6), F.P.dtype), (F.psi, F.S, F.Dinv))
     X0 = world_transforms(model, F.joints[0])
     anc = jnp.asarray(np.concatenate([model.topology.ancestors, np.zeros((1, model.nb))]))   # row nb: the world

@@ -16,7 +16,7 @@ from ..kinematics import joint_transforms, world_transforms
 from ..kinematics.bodies import bodies
 from ..model.model import Model
 from ..tree import PerRun
-from .aba import aba_factor, velocity_terms
+from .aba import ABAFactor, aba_factor, velocity_terms
 from .common import external_forces
 from ..tree import per_run
 
@@ -99,8 +99,15 @@ class SlotFactor(NamedTuple):
 
 def slot_factor(model: Model, q) -> SlotFactor:
     """ABA's tau-independent pass at q (nq,) in per-body slots."""
-    Xup, S = joint_transforms(model, q)
-    fac = aba_factor(model, Xup, S)
+    joints = joint_transforms(model, q)
+    return slot_factor_of(model, joints, aba_factor(model, *joints))
+
+
+def slot_factor_of(model: Model, joints, fac: ABAFactor) -> SlotFactor:
+    """:func:`slot_factor` from the joint transforms ``joints`` = (Xup, S)
+    (:func:`jaxdyn.kinematics.joint_transforms`) and their :class:`~jaxdyn.dynamics.aba.ABAFactor`
+    ``fac``, for callers that computed them already."""
+    Xup, S = joints
     Xb = bodies(Xup)
     X6 = jax.vmap(sp.to_matrix)(Xb)
     Dinv = padded(model, fac.Dinv, pivot=True)
