@@ -67,18 +67,24 @@ def optax_promotion():
 
 def lbfgs_minimize(loss, x0, steps, memory_size=20):
     """``steps`` optax L-BFGS steps (zoom line search) on ``loss`` from x0 in one ``lax.scan``
-    (call it under jit).  Returns (x, history (steps,) of loss values before each step)."""
+    (call it under jit).  Returns (x, history (steps,) of loss values before each step).
+
+    The line search stores the value and gradient at each new iterate in the optimizer state;
+    the start's are computed once before the loop and stored there too, so every step reads
+    them from the state (``optax.value_and_grad_from_state`` would instead carry a ``lax.cond``
+    around a second value-and-gradient in the loop, which ``jax.vmap`` over starts turns into
+    a ``select`` that evaluates it at every step)."""
     opt = optax.lbfgs(memory_size=memory_size)
-    vg = optax.value_and_grad_from_state(loss)
 
     def step(carry, _):
         x, s = carry
-        v, g = vg(x, state=s)
+        v, g = optax.tree.get(s, "value"), optax.tree.get(s, "grad")
         with optax_promotion():
             upd, s = opt.update(g, s, x, value=v, grad=g, value_fn=loss)
             return (optax.apply_updates(x, upd), s), v
 
     with optax_promotion():
-        s0 = opt.init(x0)
+        v0, g0 = jax.value_and_grad(loss)(x0)
+        s0 = optax.tree.set(opt.init(x0), value=v0, grad=g0)
     (x, _), hist = jax.lax.scan(step, (x0, s0), None, length=steps)
     return x, hist

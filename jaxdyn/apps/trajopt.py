@@ -25,7 +25,7 @@ from jax import lax
 
 from ..errors import ArgumentError, ShapeError
 from ..integrators.rollout import Trajectory
-from .common import optax_promotion
+from .common import lbfgs_minimize, optax_promotion
 from .trajopt_problem import (Problem as Problem, controls as controls, decision_from_torques as decision_from_torques,
                               integrated_running_cost, multiple_shooting, multiple_shooting_init as multiple_shooting_init,
                               multiple_shooting_terms as multiple_shooting_terms, open_model as open_model,
@@ -52,17 +52,18 @@ def _make_optimizer(name, learning_rate, memory_size):
     raise ArgumentError(f"optimizer must be 'adam' or 'lbfgs', got {name!r}")
 
 
-def _run(f, opt, params, iterations, lbfgs):
+def _run(f, opt, params, iterations, lbfgs, memory_size):
     """Minimize f from params by ``iterations`` optax steps in one lax.scan -> (params, history)."""
+    if lbfgs:
+        return lbfgs_minimize(f, params, iterations, memory_size)
     with optax_promotion():
         state = opt.init(params)
-    vg = optax.value_and_grad_from_state(f) if lbfgs else jax.value_and_grad(f)
 
     def step(carry, i):
         p, s = carry
-        v, g = vg(p, state=s) if lbfgs else vg(p)
+        v, g = jax.value_and_grad(f)(p)
         with optax_promotion():
-            upd, s = (opt.update(g, s, p, value=v, grad=g, value_fn=f) if lbfgs else opt.update(g, s, p))
+            upd, s = opt.update(g, s, p)
             return (optax.apply_updates(p, upd), s), v
 
     (params, _), hist = lax.scan(step, (params, state), jnp.arange(iterations))
@@ -174,7 +175,7 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
             J, c = jc[0], jc[1:]
             return J + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
 
-        params, hist = _run(f, opt, params, iterations, lbfgs)
+        params, hist = _run(f, opt, params, iterations, lbfgs, memory_size)
         c = terms(params, prob)[1:]
         return params, (lam + rho * c if defects == "al" else lam), hist
 
