@@ -83,8 +83,8 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20):
             upd, s = opt.update(g, s, x, value=v, grad=g, value_fn=loss)
             return (optax.apply_updates(x, upd), s), v
 
+    v0, g0 = jax.value_and_grad(loss)(x0)
     with optax_promotion():
-        v0, g0 = jax.value_and_grad(loss)(x0)
         s0 = optax.tree.set(opt.init(x0), value=v0, grad=g0)
     (x, _), hist = jax.lax.scan(step, (x0, s0), None, length=steps)
     return x, hist

@@ -45,8 +45,9 @@ RCCFD solves it as (b.9d), lam = phi h + Pi (r - Omega phi h), with (b.7)'s proj
 Pi = Omega^-1 - Omega^-1 H^T (H Omega^-1 H^T)^-1 H Omega^-1 taken in its equivalent
 constrained-space form phi^c (phi^c^T Omega phi^c)^-1 phi^c^T (also defined when Omega is
 singular but its constrained block is not); Lilly-Orin as Table 1 with
-M_k = (phi^c^T Lambda_k^-1 phi^c)^-1.  Both reach singular arms and dependent grasps by a
-proximal iteration (:func:`jaxdyn.constraints.grasp_solvers.lilly_orin_solve`) and return the exact accelerations there.
+M_k = (phi^c^T Lambda_k^-1 phi^c)^-1 (both in :mod:`jaxdyn.constraints.grasp_solvers`).  Both
+reach singular arms and dependent grasps by a proximal iteration and return the exact
+accelerations there.
 Contact kinds of different n_g are padded to 3 free / 6 constrained columns (zero columns,
 unit diagonal in the small solves), so the arms stay vmapped.
 """
