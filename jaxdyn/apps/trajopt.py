@@ -44,11 +44,12 @@ class Result(NamedTuple):
     trajectory: Trajectory  # single-shooting rollout of U on prob.model (variant 0 of a stack)
 
 
-def _make_optimizer(name, learning_rate, memory_size):
+def _make_optimizer(name, learning_rate):
+    """optax.adam for "adam"; None for "lbfgs" (run by :func:`jaxdyn.apps.common.lbfgs_minimize`)."""
     if name == "adam":
         return optax.adam(learning_rate)
     if name == "lbfgs":
-        return optax.lbfgs(memory_size=memory_size)
+        return None
     raise ArgumentError(f"optimizer must be 'adam' or 'lbfgs', got {name!r}")
 
 
@@ -112,7 +113,7 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
     Z0 = jnp.zeros(shape) if Z0 is None else jnp.asarray(Z0, float)
     if Z0.shape[-2:] != shape or Z0.ndim not in (2, 3):
         raise ShapeError(f"Z0 must be (steps, nv) = {shape} or (K, steps, nv), got {Z0.shape}")
-    _make_optimizer(optimizer, learning_rate, memory_size)         # validates the name
+    _make_optimizer(optimizer, learning_rate)         # validates the name
     if not isinstance(prob, Problem):
         raise ArgumentError(f"prob must be a trajopt Problem (jaxdyn.apps.trajopt.problem), got {type(prob).__name__}")
     start, round_, finish = _solver(Z0.ndim == 3, shooting, optimizer, int(iterations), float(learning_rate),
@@ -136,7 +137,7 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
     ``finish(prob, params)`` (the final rollout), each ``jax.jit`` of a function of the problem
     (a pytree), so problems of one structure share the programs and new data (targets, initial
     states, weights, limits) reuse them."""
-    opt = _make_optimizer(optimizer, learning_rate, memory_size)
+    opt = _make_optimizer(optimizer, learning_rate)
     lbfgs = optimizer == "lbfgs"
     S = segments
 

@@ -61,13 +61,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..batching import crba, rnea
-from ..dynamics.aba import ABAFactor, aba_factor, aba_solve, velocity_terms
-from ..dynamics.common import gravity_acceleration, pd_inverse
+from ..dynamics.aba import ABAFactor, aba_factored, aba_solve
+from ..dynamics.common import pd_inverse
 from ..dynamics.operator import factors_of
 from ..dynamics.opspace import opspace_inverse_inertia_of
 from ..dynamics.slots import slot_factor_of
 from ..errors import ModelError
-from ..kinematics import frame_index, frame_pose, frame_terms, joint_transforms
+from ..kinematics import frame_index, frame_pose, frame_terms
 from ..model import joints as J
 from ..model.model import Model, build_model, stack_parameters
 from ..spatial.rotations import log3
@@ -241,14 +241,11 @@ def grasp_terms(gs, q, qd, tau, stabilization):
     tip_id = jnp.asarray([frame_index(gs.arms, gs.tip)], jnp.int32)
 
     def per_arm(arm, q, v, t):
-        Xup, S = joint_transforms(arm, q)
-        fac = aba_factor(arm, Xup, S)                                         # one factorization
-        c, pA = velocity_terms(arm, Xup, S, v)                                # serves (4.9a) and (4.9e)
-        theta_f = aba_solve(arm, fac, c, pA.bodies(), t - arm.damping * v,   # (4.9a), (6.11b)
-                            gravity_acceleration(arm, None))
+        # one factorization serves theta_f, (6.10) and M^-1 J^T f (4.9e)
+        theta_f, fac = aba_factored(arm, q, v, t - arm.damping * v)         # (4.9a), (6.11b)
         tip = frame_terms(arm, q, v, [gs.tip], lwa)                           # J, J-dot qd, J qd
-        F = factors_of(slot_factor_of(arm, (Xup, S), fac))
-        lam_inv = opspace_inverse_inertia_of(arm, F, tip_id, lwa)               # (6.10), (6.11d)
+        F = factors_of(slot_factor_of(arm, fac))
+        lam_inv = opspace_inverse_inertia_of(arm, F, tip_id, lwa)             # (6.10), (6.11d)
         return theta_f, tip.J[0], tip.a[0], lam_inv, tip.v[0], fac
 
     theta_f, Jt, jdqd, Lam_inv, tip_vel, fac = jax.vmap(per_arm)(gs.arms, qa, va, ta)

@@ -99,15 +99,14 @@ class SlotFactor(NamedTuple):
 
 def slot_factor(model: Model, q) -> SlotFactor:
     """ABA's tau-independent pass at q (nq,) in per-body slots."""
-    joints = joint_transforms(model, q)
-    return slot_factor_of(model, joints, aba_factor(model, *joints))
+    return slot_factor_of(model, aba_factor(model, *joint_transforms(model, q)))
 
 
-def slot_factor_of(model: Model, joints, fac: ABAFactor) -> SlotFactor:
-    """:func:`slot_factor` from the joint transforms ``joints`` = (Xup, S)
-    (:func:`jaxdyn.kinematics.joint_transforms`) and their :class:`~jaxdyn.dynamics.aba.ABAFactor`
-    ``fac``, for callers that computed them already."""
-    Xup, S = joints
+def slot_factor_of(model: Model, fac: ABAFactor) -> SlotFactor:
+    """:func:`slot_factor` from ABA's factorization ``fac`` (:func:`jaxdyn.dynamics.aba.aba_factor`,
+    which carries the joint transforms Xup and S it was computed from), for callers that
+    computed it already."""
+    Xup, S = fac.Xup, fac.S
     Xb = bodies(Xup)
     X6 = jax.vmap(sp.to_matrix)(Xb)
     Dinv = padded(model, fac.Dinv, pivot=True)
