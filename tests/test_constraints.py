@@ -124,6 +124,37 @@ def test_constrained_gradients_match_finite_differences():
     check_grads(f, (np.zeros(3), qd, tau), order=1, modes=["fwd", "rev"], eps=1e-6)
 
 
+def test_schur_derivative_rule_every_kind_and_parameters():
+    """The Schur solve's implicit derivative (jaxdyn.constraints.schur: one RNEA and one
+    kinematics jvp, then the solves of the primal) against finite differences, jvp and vjp of
+    qdd and lam: two PUMAs holding a floating box by a revolute and a soft-finger (subspace)
+    grasp, the box welded to the world, Baumgarte terms on; with respect to the
+    state, tau, the link masses and the contact frames' placements (the model's parameters)."""
+    from jax.test_util import check_grads
+    _, q = jaxdyn.mechanisms.arms_holding_box(2)
+    m = _.model
+    pose = lambda f: tuple(np.asarray(x) for x in jaxdyn.frame_pose(m, q, f))
+    (Rb, pb), (R0, p0), (R1, p1) = pose("box"), pose("arm0_ee"), pose("arm1_ee")
+    cm = jaxdyn.close_loops(m, [
+        jaxdyn.Constraint("revolute", "box", "arm0_ee", placement_a=(Rb.T @ R0, Rb.T @ (p0 - pb))),
+        jaxdyn.Constraint("subspace", "box", "arm1_ee", placement_a=(Rb.T @ R1, Rb.T @ (p1 - pb)),
+                          subspace=np.eye(6)[:, [0, 1, 2, 5]]),
+        jaxdyn.Constraint("weld", "box", None, placement_b=(Rb, pb))])
+    rng = np.random.default_rng(7)
+    K, qd, tau, _, _ = consistent_state(cm, q, rng, 10.0)
+    tau, m = jnp.asarray(tau), cm.model          # cm.model: m with the constraints' placement frames
+
+    def f(dq, qd, tau, s):
+        mm = m.replace(mass=m.mass * (1 + s[0]), frame_r=m.frame_r * (1 + s[1]))
+        r = jaxdyn.constrained_forward_dynamics(cm.replace(model=mm), jaxdyn.integrate(m, q, dq), qd, tau,
+                                                stabilization=(5.0, 5.0))
+        return r.qdd, r.lam
+
+    args = (np.zeros(m.nv), qd, tau, np.zeros(2))
+    assert not bool(jaxdyn.constrained_forward_dynamics(cm, q, qd, tau).singular)
+    check_grads(jax.jit(f), args, order=1, modes=["fwd", "rev"], eps=1e-6, atol=1e-5, rtol=1e-5)
+
+
 def test_constrained_rollout_drift_and_energy():
     """Passive four-bar under gravity, RK4 dt = 1 ms for 10 s: with Baumgarte stabilization
     (10, 10) the loop stays closed to 1e-9 (measured 1.4e-10; 7e-8 without), and the total

@@ -20,9 +20,11 @@ Solvers (``method=``):
 * ``"kkt"``: the dense KKT system of Yamane and Nakamura (2001, Eq. 7),
   [[M, K^T], [K, 0]] [qdd; -lam] = [tau - h; rhs] (the reference);
 * ``"schur"`` (default): lam from (K M^-1 K^T) lam = rhs - K qdd_free, then
-  qdd = ABA(tau + K^T lam).  K M^-1 K^T (:func:`delassus`) comes from the contact frames'
-  operational-space inverse inertia by Rodriguez and Kreutz's O(N) recursion (6.10), so M^-1
-  is never formed: two ABA passes and one O(n m) recursion.
+  qdd = qdd_free + M^-1 K^T lam, all on one ABA factorization of M
+  (:mod:`jaxdyn.constraints.schur`, with its implicit derivative rule).  K M^-1 K^T comes
+  from the contact frames' operational-space inverse inertia by Rodriguez and Kreutz's O(N)
+  recursion (6.10), so M^-1 is never formed: one RNEA, one factorization, two O(n) solves
+  and one O(n m) recursion.
 
 Redundant constraints (rank-deficient K, e.g. a planar four-bar closed by a 3-row point
 constraint) make both systems singular; qdd is still unique.  Both solvers use a proximal
@@ -47,19 +49,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..batching import crba, forward_dynamics, rnea
-from ..dynamics.opspace import opspace_inverse_inertia
+from ..batching import crba, rnea
 from ..errors import ArgumentError, ModelError
-from ..kinematics import frame_terms
 from ..model.configuration import integrate
-from ..model.model import check_state
-from ..spatial.rotations import log3
+from ..model.model import cast, check_state, state_dtype
 from .grasp import GraspSystem
 from .grasp_solvers import lilly_orin_solve, rccfd_solve
 from .legged import LeggedSystem, legged_forward_dynamics
 from .model import ClosedModel
+from .rows import (constraint_bias as constraint_bias, constraint_jacobian as constraint_jacobian,
+                   constraint_residual as constraint_residual, contact_frames, delassus as delassus, jacobian_of,
+                   rows_target)
+from .schur import schur_solve
 from .solve import PROX_ITERS, RANK_TOL, diagnostics, prox_eps, prox_solve
-
 
 
 class ConstrainedResult(NamedTuple):
@@ -82,110 +84,6 @@ class ConstrainedResult(NamedTuple):
         still the exact one up to that rounding (every method's proximal solve); lam is the
         least-norm one of many."""
         return (self.rank < self.rows) | (self.chain_deficit > 0)
-
-
-def _contact_frames(cm, q, qd, want):
-    """Pose / Jacobian / velocity / classical bias acceleration of every contact frame in one
-    vmapped kinematics pass (the forward kinematics is shared by the frames).  Returns
-    side(i, "a" | "b") -> that frame's value for constraint i (world-fixed frames b: their pose,
-    zero motion)."""
-    m = cm.model
-    frames = sorted({f for f in cm.frames_a + cm.frames_b if f >= 0})
-    col = {f: j for j, f in enumerate(frames)}
-    ft = frame_terms(m, q, qd if want in ("vel", "acc") else None, frames, "local_world_aligned")
-    vals = {"pose": (ft.R, ft.p), "jac": ft.J, "vel": ft.v, "acc": ft.a}[want]
-    dt = jnp.result_type(q)
-
-    def side(i, s):
-        f = (cm.frames_a if s == "a" else cm.frames_b)[i]
-        if f >= 0:
-            return jax.tree_util.tree_map(lambda x: x[col[f]], vals)
-        if want == "pose":
-            return cm.world_R[i].astype(dt), cm.world_p[i].astype(dt)
-        return jnp.zeros((6, m.nv), dt) if want == "jac" else jnp.zeros(6, dt)
-    return side
-
-
-def _frame_rows(cm, i, x6, pose, vel=None):
-    """Rows of constraint i from a world-aligned 6-vector (or (6, n) matrix) x6 [linear; angular]
-    of frame A relative to frame B: point -> linear rows; weld -> all; revolute / subspace ->
-    phi^T R_a^T x6 in frame A's axes (``pose`` = :func:`_contact_frames`(..., "pose")).  With
-    ``vel`` (the frames' velocities) x6 is the bias acceleration and the term of the rotating
-    axes, -phi^T R_a^T [omega_a x dv; omega_a x domega], is added."""
-    kind = cm.kinds[i]
-    if kind == "point":
-        return x6[:3]
-    if kind == "weld":
-        return x6
-    Ra, _ = pose(i, "a")
-    if vel is not None:
-        va, vb = vel(i, "a"), vel(i, "b")
-        w, dv = va[3:], va - vb
-        x6 = x6 - jnp.concatenate([jnp.cross(w, dv[:3]), jnp.cross(w, dv[3:])])
-    Rt = Ra.T
-    local = jnp.concatenate([Rt @ x6[:3], Rt @ x6[3:]]) if x6.ndim == 1 else \
-        jnp.concatenate([Rt @ x6[:3], Rt @ x6[3:]], 0)
-    return cm.phis[i].astype(local.dtype).T @ local
-
-
-def _needs_pose(cm):
-    return any(k in ("revolute", "subspace") for k in cm.kinds)
-
-
-def constraint_residual(cm: ClosedModel, q):
-    """r(q) (m,): point p_a - p_b; weld [p_a - p_b; log3(R_a R_b^T)] (world axes); revolute /
-    subspace: phi^T R_a^T of the weld residual (frame A's axes; zero when the constraint holds)."""
-    pose = _contact_frames(cm, q, None, "pose")
-    out = []
-    for i, kind in enumerate(cm.kinds):
-        (Ra, pa), (Rb, pb) = pose(i, "a"), pose(i, "b")
-        out.append(_frame_rows(cm, i, jnp.concatenate([pa - pb, log3(Ra @ Rb.T)]), pose))
-    return jnp.concatenate(out)
-
-
-@jax.jit
-def constraint_jacobian(cm: ClosedModel, q):
-    """K (m, nv): constraint rows (see the module docstring)."""
-    check_state(cm.model, q=q)
-    jac = _contact_frames(cm, q, None, "jac")
-    pose = _contact_frames(cm, q, None, "pose") if _needs_pose(cm) else None
-    return jnp.concatenate([_frame_rows(cm, i, jac(i, "a") - jac(i, "b"), pose) for i in range(len(cm.kinds))])
-
-
-def delassus(cm: ClosedModel, q):
-    """K M^-1 K^T (m, m) without M^-1: the contact frames' operational-space inverse inertia
-    (Rodriguez and Kreutz's O(N) recursion (6.10), cross terms included) mapped by each
-    constraint's rows, K = sum of row maps of (J_a - J_b)."""
-    frames = sorted({f for f in cm.frames_a + cm.frames_b if f >= 0})
-    col = {f: i for i, f in enumerate(frames)}
-    Om = opspace_inverse_inertia(cm.model, q, frames, "local_world_aligned")     # (6 F, 6 F)
-    eye = jnp.eye(6 * len(frames), dtype=Om.dtype)
-    sel = lambda f: eye[6 * col[f]: 6 * col[f] + 6] if f >= 0 else jnp.zeros_like(eye[:6])
-    pose = _contact_frames(cm, q, None, "pose") if _needs_pose(cm) else None
-    S = jnp.concatenate([_frame_rows(cm, i, sel(cm.frames_a[i]) - sel(cm.frames_b[i]), pose)
-                         for i in range(len(cm.kinds))])
-    return S @ Om @ S.T
-
-
-def constraint_bias(cm: ClosedModel, q, qd):
-    """k = K-dot qd (m,): the constraint's acceleration at qdd = 0 (classical accelerations of
-    the contact frames, plus the rotation of frame A's axes for revolute / subspace rows)."""
-    acc = _contact_frames(cm, q, qd, "acc")
-    pose = vel = None
-    if _needs_pose(cm):
-        pose, vel = _contact_frames(cm, q, None, "pose"), _contact_frames(cm, q, qd, "vel")
-    return jnp.concatenate([_frame_rows(cm, i, acc(i, "a") - acc(i, "b"), pose,
-                                        vel if cm.kinds[i] in ("revolute", "subspace") else None)
-                            for i in range(len(cm.kinds))])
-
-
-def _rows_target(cm, q, qd, K, stabilization):
-    """The right side of K qdd = rhs: -k (q, qd), minus 2 alpha K qd + beta^2 r with Baumgarte gains."""
-    rhs = -constraint_bias(cm, q, qd)
-    if stabilization is not None:
-        alpha, beta = stabilization
-        rhs = rhs - 2.0 * alpha * (K @ qd) - beta ** 2 * constraint_residual(cm, q)
-    return rhs
 
 
 def check_stabilization(stabilization):
@@ -242,9 +140,10 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
                                 "(Lilly and Orin's Type 1), 'rccfd', or 'schur' / 'kkt' (its closed form)")
         check_state(cm.model, q=q, qd=qd, tau=tau)
         qdd, lam, A, chains = legged_forward_dynamics(cm, q, qd, tau, method, stabilization)
-        K = constraint_jacobian(cm.closed, q)                  # the feet's rows, to report the residual
+        get = contact_frames(cm.closed, q, qd)                # the feet's rows, to report the residual
+        K = jacobian_of(cm.closed, get)
         rank, cond = diagnostics(A, qdd)
-        return ConstrainedResult(qdd, lam, K @ qdd - _rows_target(cm.closed, q, qd, K, stabilization), rank, cond,
+        return ConstrainedResult(qdd, lam, K @ qdd - rows_target(cm.closed, get, qd, K, stabilization), rank, cond,
                                  jnp.asarray(A.shape[0]), _chain_deficit(chains, cond))
     if isinstance(cm, GraspSystem):
         if method not in ("rccfd", "lilly_orin"):
@@ -268,15 +167,18 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
                             "'rccfd' or 'lilly_orin')")
     model = cm.model
     check_state(model, q=q, qd=qd, tau=tau)
-    K = constraint_jacobian(cm, q)
-    rhs = _rows_target(cm, q, qd, K, stabilization)
-    A = delassus(cm, q)
-    eps = prox_eps(jnp.diagonal(A))
+    dt = state_dtype(q, qd, tau)
+    cm = cm.replace(model=cast(model, dt))
+    q, qd, tau = q.astype(dt), qd.astype(dt), tau.astype(dt)
     if method == "schur":
-        qdd_free = forward_dynamics(model, q, qd, tau)
-        lam = prox_solve(A, rhs - K @ qdd_free, eps)
-        qdd = forward_dynamics(model, q, qd, tau + K.T @ lam)
+        qdd, lam, residual, A = schur_solve(stabilization, cm, q, qd, tau)
     else:
+        model = cm.model
+        get = contact_frames(cm, q, qd)
+        K = jacobian_of(cm, get)
+        rhs = rows_target(cm, get, qd, K, stabilization)
+        A = delassus(cm, q)
+        eps = prox_eps(jnp.diagonal(A))
         M = crba(model, q)
         h = rnea(model, q, qd, jnp.zeros_like(qd)) + model.damping * qd
         nv, mm = model.nv, K.shape[0]
@@ -286,7 +188,7 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
             x = jnp.linalg.solve(Z, jnp.concatenate([tau - h, rhs + eps * lam_prev]))
             lam_prev = -x[nv:]
         qdd, lam = x[:nv], lam_prev
-    residual = K @ qdd - rhs
+        residual = K @ qdd - rhs
     rank, cond = diagnostics(A, qdd)
     return ConstrainedResult(qdd, lam, residual, rank, cond, jnp.asarray(A.shape[0]), jnp.zeros((), rank.dtype))
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
+
 import jax.numpy as jnp
 from jax import lax
 from jax.custom_derivatives import SymbolicZero
@@ -30,7 +30,8 @@ from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model
 from ..spatial.linalg import eye_like, mm, mv, tr
 from ..tree import PerRun, backward_sweep, forward_sweep, per_run, same
-from .common import body_inertia_matrices, external_forces, gravity_acceleration, spd_inverse_components
+from .common import (body_inertia_matrices, external_forces, gravity_acceleration, moving_jvp,
+                     spd_inverse_components)
 from .rnea import rnea_passes
 
 
@@ -188,27 +189,9 @@ def aba_jvp(f_ext_frame, primals, tangents):
     factorization (:func:`minv_apply`).  Both are O(n) per direction."""
     model, q, qd, tau, f_ext, gravity = primals
     qdd, fac = aba_factored(model, q, qd, tau, f_ext, gravity, f_ext_frame)
-    zero = lambda d: all(isinstance(t, SymbolicZero) for t in jax.tree_util.tree_leaves(
-        d, is_leaf=lambda x: isinstance(x, SymbolicZero)))
-    moving = [i for i in (0, 1, 2, 4, 5) if not zero(tangents[i])]
-
-    def inverse_dynamics(*xs):
-        a = list(primals)
-        for i, x in zip(moving, xs):
-            a[i] = x
-        m, q, qd, _, f, g = a
-        return rnea_passes(m, q, qd, qdd, f, g, f_ext_frame)[0]
-
-    rhs = jnp.zeros_like(qdd) if zero(tangents[3]) else tangents[3]
-    if moving:
-        inst = lambda t: jax.tree_util.tree_map(_instantiate, t, is_leaf=lambda x: isinstance(x, SymbolicZero))
-        _, drnea = jax.jvp(inverse_dynamics, tuple(primals[i] for i in moving), tuple(inst(tangents[i]) for i in moving))
+    inverse_dynamics = lambda m, q, qd, f, g: rnea_passes(m, q, qd, qdd, f, g, f_ext_frame)[0]
+    drnea = moving_jvp(inverse_dynamics, (model, q, qd, f_ext, gravity), tangents[:3] + tangents[4:])
+    rhs = jnp.zeros_like(qdd) if isinstance(tangents[3], SymbolicZero) else tangents[3]
+    if drnea is not None:
         rhs = rhs - drnea
     return qdd, minv_apply(model, q, fac, rhs)
-
-
-def _instantiate(t):
-    """A SymbolicZero tangent as an array of zeros."""
-    if not isinstance(t, SymbolicZero):
-        return t
-    return jnp.zeros(t.aval.shape, t.aval.dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.custom_derivatives import SymbolicZero
 
 from .. import spatial as sp
 from ..errors import ShapeError
@@ -119,3 +120,32 @@ def pd_inverse(D):
     Li = jax.scipy.linalg.solve_triangular(L, jnp.broadcast_to(jnp.eye(D.shape[-1], dtype=D.dtype), D.shape),
                                            lower=True)
     return jnp.where(ok, sp.linalg.matmul(jnp.swapaxes(Li, -1, -2), Li), jnp.nan)
+
+
+def _symbolic_zero(t):
+    return isinstance(t, SymbolicZero)
+
+
+def moving_jvp(fn, primals, tangents):
+    """The tangent of ``fn(*primals)`` for a ``custom_jvp(..., symbolic_zeros=True)`` rule:
+    ``jax.jvp`` with respect to the arguments whose tangent pytree is not entirely symbolic
+    zero (others held fixed; symbolic zeros inside a moving argument become zero arrays).
+    Returns None when no argument moves."""
+    def zero(t):
+        return all(map(_symbolic_zero, jax.tree_util.tree_leaves(t, is_leaf=_symbolic_zero)))
+
+    def instantiate(t):
+        return jnp.zeros(t.aval.shape, t.aval.dtype) if _symbolic_zero(t) else t
+
+    moving = [i for i, t in enumerate(tangents) if not zero(t)]
+    if not moving:
+        return None
+
+    def of_moving(*xs):
+        a = list(primals)
+        for i, x in zip(moving, xs):
+            a[i] = x
+        return fn(*a)
+
+    dots = tuple(jax.tree_util.tree_map(instantiate, tangents[i], is_leaf=_symbolic_zero) for i in moving)
+    return jax.jvp(of_moving, tuple(primals[i] for i in moving), dots)[1]
