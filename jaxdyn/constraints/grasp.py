@@ -207,10 +207,15 @@ def grasp_residual(gs: GraspSystem, q):
     qo, qa = split_state(gs, q, gs.obj.nq, gs.arms.nq)
     Rt, pt = jax.vmap(lambda arm, q: frame_pose(arm, q, gs.tip))(gs.arms, qa)
     Rg, pg = jax.vmap(lambda f: frame_pose(gs.obj, qo, f))(jnp.asarray(gs.grasp_frames))
-    weld = jnp.asarray([k == "weld" for k in gs.kinds], q.dtype)[:, None]
-    rev = jnp.asarray([k == "revolute" for k in gs.kinds], q.dtype)[:, None]
+    return residual_of_poses(gs, Rt, pt, Rg, pg).reshape(-1)
+
+
+def residual_of_poses(gs, Rt, pt, Rg, pg):
+    """:func:`grasp_residual` (ell, 6) from the tips' and grasp frames' world poses (ell, 3, 3), (ell, 3)."""
+    weld = jnp.asarray([k == "weld" for k in gs.kinds], pt.dtype)[:, None]
+    rev = jnp.asarray([k == "revolute" for k in gs.kinds], pt.dtype)[:, None]
     ang = weld * jax.vmap(lambda a, b: log3(a @ b.T))(Rt, Rg) + rev * jnp.cross(Rg[:, :, 2], Rt[:, :, 2])
-    return jnp.concatenate([pt - pg, ang], 1).reshape(-1)
+    return jnp.concatenate([pt - pg, ang], 1)
 
 
 class GraspTerms(NamedTuple):
@@ -246,9 +251,9 @@ def grasp_terms(gs, q, qd, tau, stabilization):
         tip = frame_terms(arm, q, v, [gs.tip], lwa)                           # J, J-dot qd, J qd
         F = factors_of(slot_factor_of(arm, fac))
         lam_inv = opspace_inverse_inertia_of(arm, F, tip_id, lwa)             # (6.10), (6.11d)
-        return theta_f, tip.J[0], tip.a[0], lam_inv, tip.v[0], fac
+        return theta_f, tip.J[0], tip.a[0], lam_inv, tip.v[0], fac, tip.R[0], tip.p[0]
 
-    theta_f, Jt, jdqd, Lam_inv, tip_vel, fac = jax.vmap(per_arm)(gs.arms, qa, va, ta)
+    theta_f, Jt, jdqd, Lam_inv, tip_vel, fac, Rt, pt = jax.vmap(per_arm)(gs.arms, qa, va, ta)
     alpha_f = jnp.einsum("lij,lj->li", Jt, theta_f) + jdqd                   # (4.9b), (6.11c)
     Mo = crba(gs.obj, qo)                                                     # the object: one matrix serves
     Mo_inv = pd_inverse(Mo)                                                   # M_o, M_o^-1 and a_free
@@ -259,7 +264,7 @@ def grasp_terms(gs, q, qd, tau, stabilization):
     target = jnp.zeros((gs.n_arms, 6), q.dtype)
     if stabilization is not None:
         a_, b_ = stabilization
-        target = -2.0 * a_ * vel - b_ ** 2 * grasp_residual(gs, q).reshape(gs.n_arms, 6)
+        target = -2.0 * a_ * vel - b_ ** 2 * residual_of_poses(gs, Rt, pt, Rg, grasp.p)
     w_obj = (G[0] @ vo)[3:]
     return GraspTerms(theta_f, Jt, jdqd, Lam_inv, alpha_f, obj_f, G, obj_bias, Mo, Mo_inv, target, vel, Rg, w_obj, fac)
 
