@@ -131,8 +131,8 @@ def test_schur_derivative_rule_every_kind_and_parameters():
     grasp, the box welded to the world, Baumgarte terms on; with respect to the
     state, tau, the link masses and the contact frames' placements (the model's parameters)."""
     from jax.test_util import check_grads
-    _, q = jaxdyn.mechanisms.arms_holding_box(2)
-    m = _.model
+    held, q = jaxdyn.mechanisms.arms_holding_box(2)
+    m = held.model
     pose = lambda f: tuple(np.asarray(x) for x in jaxdyn.frame_pose(m, q, f))
     (Rb, pb), (R0, p0), (R1, p1) = pose("box"), pose("arm0_ee"), pose("arm1_ee")
     cm = jaxdyn.close_loops(m, [

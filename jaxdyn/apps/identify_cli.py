@@ -290,8 +290,8 @@ def run(args) -> int:
              NO_POSITION_LIMITS if not has_position_limits(true) else
              "joint limits: " + ('; '.join(lim_lines) if lim_lines else "respected by the excitation"),
              wall_time_line(wall, getattr(args, "started", None), "identification")]
-    write_outputs(out, name, true, lay, base, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c, res_ls,
-           np.asarray(fit.history), lines, np.asarray(Qm), e["dt"], model_file(cfg["robot"]["name"]))
+    write_outputs(out, name, true, lay, base, pi_true, pi_start, pi_c, pib_true, pib_ls, pib_c, np.asarray(tv), res_c,
+                  res_ls, np.asarray(fit.history), lines, np.asarray(Qm), e["dt"], model_file(cfg["robot"]["name"]))
     print("\n".join(lines))
     return 0
 

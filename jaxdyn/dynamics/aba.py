@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-
 import jax.numpy as jnp
 from jax import lax
 from jax.custom_derivatives import SymbolicZero
