@@ -242,15 +242,21 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
                             "positive-definite pseudo-inertia, e.g. massless): mark them fixed and give pi_fixed")
     theta0 = jnp.where(free[:, None], theta0, 0.0)
     w = jnp.ones(Y.shape[1]) if weights is None else jnp.asarray(weights)
-    # normal equations once (the prior folded in): the loss is x A x - 2 b x + c
-    Yw = Y * w[None, :, None]
+    # the loss |W x - t|^2 / n (+ the prior's rows) in square-root form |R x - z|^2 + e, with
+    # W = Q R (Q^T Q = I), z = Q^T t and e = |t|^2 - |z|^2 (the residual no x explains): its
+    # rounding scales with the loss itself, not with |t|^2 (the expanded x A x - 2 b x + c
+    # loses the last digits of a small loss to cancellation)
     n = Y.shape[0] * Y.shape[1]
-    A = jnp.einsum("nip,niq->pq", Yw, Yw) / n
-    b = jnp.einsum("nip,ni->p", Yw, tau * w[None, :]) / n
-    c = jnp.sum((tau * w[None, :]) ** 2) / n
+    W = (Y * w[None, :, None]).reshape(n, p) / np.sqrt(n)
+    t = (tau * w[None, :]).reshape(n) / np.sqrt(n)
     if prior is not None:
-        r, pr = prior_weight ** 2 / p, jnp.asarray(prior, Y.dtype)
-        A, b, c = A + r * jnp.eye(p), b + r * pr, c + r * (pr @ pr)
+        r = prior_weight / np.sqrt(p)
+        W = jnp.concatenate([W, r * jnp.eye(p, dtype=W.dtype)])
+        t = jnp.concatenate([t, r * jnp.asarray(prior, W.dtype)])
+    Qw, R = jnp.linalg.qr(W)
+    z = Qw.T @ t
+    e = t @ t - z @ z
+    A, b = R.T @ R, R.T @ z                                  # the normal equations (variable projection)
     free10 = jnp.repeat(free, 10)
     ii = np.arange(10 * nb) if layout is None else layout.inertial
     jj = np.zeros(0, int) if layout is None else layout.joint
@@ -262,8 +268,8 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
         return jnp.zeros(p, pi.dtype).at[ii].set(pi).at[jj].set(xj)
 
     def loss(th):
-        x = params(th)
-        return x @ A @ x - 2 * b @ x + c
+        res = R @ params(th) - z
+        return res @ res + e
 
     @jax.jit
     def run(th):
