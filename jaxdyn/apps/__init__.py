@@ -1,7 +1,7 @@
 """Applications built on the dynamics: system identification of link inertias
 (:mod:`jaxdyn.apps.sysid`, ``jaxdyn identify``) and trajectory optimization
 (:mod:`jaxdyn.apps.trajopt`, ``jaxdyn trajopt``)."""
-from . import joint_terms as joint_terms, sysid as sysid, trajopt as trajopt
+from . import joint_terms as joint_terms, lbfgs as lbfgs, sysid as sysid, trajopt as trajopt
 from .sysid import (inertial_parameters as inertial_parameters,
                     with_inertial_parameters as with_inertial_parameters, regressor as regressor,
                     base_parameters as base_parameters, BaseParameters as BaseParameters,

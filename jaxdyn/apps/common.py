@@ -1,4 +1,4 @@
-"""Pieces the application tools share: the output folder of a command and an L-BFGS loop."""
+"""Pieces the application tools share: the output folder of a command and optax's dtype promotion."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,6 @@ import sys
 import tempfile
 
 import jax
-import optax
 
 from ..errors import ConfigError
 
@@ -63,28 +62,3 @@ def optax_promotion():
     floats to int32 powers, which ``jax_numpy_dtype_promotion="strict"`` rejects.  jaxdyn's
     code is strict-clean; its optax calls run under ``"standard"`` so strict users can call it."""
     return jax.numpy_dtype_promotion("standard")
-
-
-def lbfgs_minimize(loss, x0, steps, memory_size=20):
-    """``steps`` optax L-BFGS steps (zoom line search) on ``loss`` from x0 in one ``lax.scan``
-    (call it under jit).  Returns (x, history (steps,) of loss values before each step).
-
-    The line search stores the value and gradient at each new iterate in the optimizer state;
-    the start's are computed once before the loop and stored there too, so every step reads
-    them from the state (``optax.value_and_grad_from_state`` would instead carry a ``lax.cond``
-    around a second value-and-gradient in the loop, which ``jax.vmap`` over starts turns into
-    a ``select`` that evaluates it at every step)."""
-    opt = optax.lbfgs(memory_size=memory_size)
-
-    def step(carry, _):
-        x, s = carry
-        v, g = optax.tree.get(s, "value"), optax.tree.get(s, "grad")
-        with optax_promotion():
-            upd, s = opt.update(g, s, x, value=v, grad=g, value_fn=loss)
-            return (optax.apply_updates(x, upd), s), v
-
-    v0, g0 = jax.value_and_grad(loss)(x0)
-    with optax_promotion():
-        s0 = optax.tree.set(opt.init(x0), value=v0, grad=g0)
-    (x, _), hist = jax.lax.scan(step, (x0, s0), None, length=steps)
-    return x, hist

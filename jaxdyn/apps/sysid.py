@@ -34,7 +34,8 @@ from ..model.model import check_state
 from . import joint_terms as jt
 from .excitation import (Fourier as Fourier, fourier_eval as fourier_eval, fourier_excitation as fourier_excitation,
                          sample_fourier as sample_fourier)
-from .common import lbfgs_minimize, optax_promotion
+from .common import optax_promotion
+from .lbfgs import lbfgs_minimize
 
 
 def inertial_parameters(model):
@@ -176,7 +177,7 @@ def identify_least_squares(Y, tau, base: BaseParameters, weights=None, prior=Non
     return np.linalg.lstsq(A, b, rcond=None)[0]
 
 
-# ---- physically consistent refinement (log-Cholesky, optax) --------------------------------
+# ---- physically consistent refinement (log-Cholesky, L-BFGS) -------------------------------
 
 def parameters_from_log_cholesky(theta):
     """theta (nb, 10) log-Cholesky parameters -> pi (10 nb,) in Pinocchio's order: every real
@@ -205,7 +206,7 @@ class ConsistentFit(NamedTuple):
 def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0.0, steps=2000, fixed=None,
                         pi_fixed=None, layout=None):
     """Nonlinear refinement on the torque residual through the log-Cholesky parametrization
-    (every iterate physically consistent), with optax L-BFGS:
+    (every iterate physically consistent), with L-BFGS (:func:`jaxdyn.apps.lbfgs.lbfgs_minimize`):
 
     ``min mean_k || w * (Y_k x - tau_k) ||^2 / nv + prior_weight^2 ||x - prior||^2 / p``
 
@@ -294,9 +295,10 @@ def simulation_error(model, theta, q0, qd0, U, dt, Q_meas, stepper="rk4", free=N
 
 
 def identify_simulation_error(model, theta0, q0, qd0, U, dt, Q_meas, steps=100, stepper="rk4", free=None):
-    """Output-error refinement: L-BFGS (optax) on :func:`simulation_error` from theta0 (nb, 10),
-    gradients by reverse mode through the rollout.  ``free`` (nb,) bool: bodies to fit (the
-    others stay at theta0).  Returns :class:`ConsistentFit` (pi of the final theta)."""
+    """Output-error refinement: L-BFGS (:func:`jaxdyn.apps.lbfgs.lbfgs_minimize`) on
+    :func:`simulation_error` from theta0 (nb, 10), gradients by reverse mode through the
+    rollout.  ``free`` (nb,) bool: bodies to fit (the others stay at theta0).  Returns
+    :class:`ConsistentFit` (pi of the final theta)."""
     theta0 = jnp.asarray(theta0)
     fr = jnp.ones(theta0.shape[0], bool) if free is None else jnp.asarray(free, bool)
 

@@ -25,7 +25,8 @@ from jax import lax
 
 from ..errors import ArgumentError, ShapeError
 from ..integrators.rollout import Trajectory
-from .common import lbfgs_minimize, optax_promotion
+from .common import optax_promotion
+from .lbfgs import lbfgs_minimize
 from .trajopt_problem import (Problem as Problem, controls as controls, decision_from_torques as decision_from_torques,
                               integrated_running_cost, multiple_shooting, multiple_shooting_init as multiple_shooting_init,
                               multiple_shooting_terms as multiple_shooting_terms, open_model as open_model,
@@ -45,7 +46,7 @@ class Result(NamedTuple):
 
 
 def _make_optimizer(name, learning_rate):
-    """optax.adam for "adam"; None for "lbfgs" (run by :func:`jaxdyn.apps.common.lbfgs_minimize`)."""
+    """optax.adam for "adam"; None for "lbfgs" (run by :func:`jaxdyn.apps.lbfgs.lbfgs_minimize`)."""
     if name == "adam":
         return optax.adam(learning_rate)
     if name == "lbfgs":
@@ -89,7 +90,7 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
       Z0: initial decision variables (steps, nv) (zeros if None), or (K, steps, nv) for K
         multi-starts optimized at once (vmap; the result has a leading K axis).
       shooting: "single" or "multiple" (``segments`` segments integrated in parallel).
-      optimizer: "lbfgs" (optax.lbfgs with its zoom line search and ``memory_size`` pairs) or
+      optimizer: "lbfgs" (:func:`jaxdyn.apps.lbfgs.lbfgs_minimize`, ``memory_size`` pairs) or
         "adam" (``learning_rate``).
       robust: ``prob.model`` is a :func:`jaxdyn.stack` of variants (same structure, e.g.
         payload masses): minimize the mean cost (and mean constraint) over them with one U.
