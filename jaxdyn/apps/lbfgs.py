@@ -1,13 +1,13 @@
-"""L-BFGS with a Wolfe line search whose loop evaluates the loss at one call site.
+"""L-BFGS whose compiled program evaluates the loss at one call site.
 
 The direction is optax's two-loop recursion (``optax.scale_by_lbfgs``, Nocedal and Wright
-1999, Algorithms 7.4-7.5); the step length is found by :func:`wolfe_search`, a bracketing
-search (Nocedal and Wright, Algorithm 3.5) whose ``lax.while_loop`` body evaluates the value
-and gradient once per trial and then updates its bracket.  optax's zoom line search calls the
-value and gradient in both branches of a ``lax.cond`` (a second copy of the loss in the
-compiled program, and under ``jax.vmap`` a ``select`` that evaluates both at every trial);
-here each program holds the loss twice (the start, and the search's trial), and a vmapped
-search evaluates it once per trial.
+1999, Algorithms 7.4-7.5); the step length comes from a bracketing search for the strong Wolfe
+conditions (Nocedal and Wright, Algorithms 3.5-3.6).  :func:`lbfgs_minimize` runs the start's
+evaluation, every line-search trial and every L-BFGS step in one ``lax.while_loop`` whose body
+evaluates the value and gradient once: the program holds one copy of the loss (optax's zoom
+line search holds three: the start and both branches of a ``lax.cond``, which ``jax.vmap``
+turns into a ``select`` that evaluates both at every trial), and under ``jax.vmap`` over starts
+each start runs its own trials, none waits for another's search.
 """
 from __future__ import annotations
 
@@ -20,18 +20,28 @@ from jax import lax
 
 from .common import optax_promotion
 
+C1, C2 = 1e-4, 0.9
+"""Sufficient-decrease and curvature constants of the strong Wolfe conditions."""
+APPROX_RTOL = 1e-6
+"""Hager and Zhang's (2005) approximate decrease: f(x + t d) <= f(x) + APPROX_RTOL |f(x)|."""
+MAX_TRIALS = 30
+"""Trials per line search."""
 
-class _Search(NamedTuple):
+
+class Search(NamedTuple):
+    """The state of one line search along d from x (slope s = g . d)."""
     k: jax.Array          # trials made
     t: jax.Array          # the next trial step
+    f0: jax.Array         # f(x)
+    s0: jax.Array         # slope at x (< 0)
     lo: jax.Array         # the best step so far satisfying sufficient decrease (0: none)
     f_lo: jax.Array
     s_lo: jax.Array       # slope at lo
     g_lo: object          # gradient at lo
     hi: jax.Array         # the other end of the bracket (inf: none yet); may lie below lo
     f_hi: jax.Array
-    last: tuple           # (t, f, g) of the latest trial
-    done: jax.Array
+    last: tuple           # (t, f, g) of the latest finite trial
+    done: jax.Array       # the Wolfe conditions hold at t
 
 
 def _vdot(a, b):
@@ -42,75 +52,121 @@ def _where(c, a, b):
     return jax.tree_util.tree_map(lambda x, y: jnp.where(c, x, y), a, b)
 
 
-def wolfe_search(value_and_grad, x, d, f0, g0, t0=1.0, c1=1e-4, c2=0.9, approx_rtol=1e-6, max_trials=30):
-    """A step t along the descent direction d from x with f(x + t d) <= f0 + c1 t f'(0) and
-    |f'(t)| <= c2 |f'(0)| (the strong Wolfe conditions; where f's rounding hides the decrease
-    near a minimum, Hager and Zhang's (2005) approximate decrease f(x + t d) <= f0 + approx_rtol
-    |f0| with f'(t) <= (2 c1 - 1) f'(0) stands for the first), by Nocedal and Wright's (1999)
-    Algorithms 3.5-3.6: t doubles until a step is too long or past the minimum, then the
-    bracket [lo, hi] shrinks to the safeguarded minimizer of the quadratic through (lo, f, f')
-    and (hi, f).  A non-finite value or slope counts as too long.  After ``max_trials`` trials
-    the best step satisfying sufficient decrease is taken or, if none did, the latest finite
-    one (as optax's zoom line search does).  Returns (t, f(x + t d), gradient there, whether
-    the Wolfe conditions were met)."""
+def _axpy(t, d, x):
+    return jax.tree_util.tree_map(lambda a, b: a + t.astype(a.dtype) * b, x, d)
+
+
+def search_start(f0, g0, d, t0=1.0) -> Search:
+    """A line search along d from a point with value f0 and gradient g0; first trial t0."""
     s0 = _vdot(g0, d)
-    point = lambda t: jax.tree_util.tree_map(lambda a, b: a + t.astype(a.dtype) * b, x, d)
-    dt = jnp.result_type(f0)
-    z = jnp.zeros((), dt)
-    init = _Search(jnp.asarray(0), jnp.asarray(t0, dt), z, f0, s0, g0, jnp.asarray(jnp.inf, dt), f0, (z, f0, g0),
-                   jnp.asarray(False))
+    z = jnp.zeros((), jnp.result_type(f0))
+    return Search(jnp.asarray(0), jnp.asarray(t0, z.dtype), f0, s0, z, f0, s0, g0, jnp.asarray(jnp.inf, z.dtype),
+                  f0, (z, f0, g0), jnp.asarray(False))
 
+
+def search_update(st: Search, f, g, d) -> Search:
+    """The search after its trial st.t gave value f and gradient g.
+
+    Sufficient decrease is f <= f0 + C1 t s0 (or, where f's rounding hides a decrease near a
+    minimum, Hager-Zhang's f <= f0 + APPROX_RTOL |f0| with slope <= (2 C1 - 1) s0), and no
+    worse than the best step so far; the search is done when the slope also satisfies
+    |s| <= C2 |s0|.  Until a trial is too long or past the minimum, t doubles; then the
+    bracket [lo, hi] shrinks to the safeguarded minimizer of the quadratic through (lo, f, s)
+    and (hi, f).  A non-finite value or slope counts as too long."""
+    t, f0, s0 = st.t, st.f0, st.s0
+    s = _vdot(g, d)
+    tol = APPROX_RTOL * jnp.abs(f0)
+    finite = jnp.isfinite(f) & jnp.isfinite(s)
+    decrease = finite & (((f <= f0 + C1 * t * s0) & (f <= st.f_lo))
+                         | ((f <= f0 + tol) & (s <= (2 * C1 - 1) * s0) & (f <= st.f_lo + tol)))
+    done = decrease & (jnp.abs(s) <= -C2 * s0)
+    past = decrease & (s * (st.hi - t) >= 0)          # the minimum lies between the old lo and t
+    hi = jnp.where(decrease, jnp.where(past, st.lo, st.hi), t)
+    f_hi = jnp.where(decrease, jnp.where(past, st.f_lo, st.f_hi), jnp.where(finite, f, jnp.inf))
+    lo, f_lo, s_lo, g_lo = _where(decrease, (t, f, s, g), (st.lo, st.f_lo, st.s_lo, st.g_lo))
+    h = hi - lo
+    curv = (f_hi - f_lo - s_lo * h) / (h * h)                        # quadratic through lo and hi
+    inner = jnp.where(jnp.isfinite(curv) & (curv > 0), lo - s_lo / (2 * jnp.where(curv > 0, curv, 1.0)),
+                      lo + 0.5 * h)
+    a, b = jnp.minimum(lo, hi), jnp.maximum(lo, hi)
+    inner = jnp.clip(inner, a + 0.1 * (b - a), b - 0.1 * (b - a))
+    nxt = jnp.where(jnp.isinf(hi), 2.0 * t, inner)
+    last = _where(finite, (t, f, g), st.last)
+    return Search(st.k + 1, jnp.where(done, t, nxt), f0, s0, lo, f_lo, s_lo, g_lo, hi, f_hi, last, done)
+
+
+def search_over(st: Search):
+    """Whether the search has ended (Wolfe conditions met, or MAX_TRIALS trials)."""
+    return st.done | (st.k >= MAX_TRIALS)
+
+
+def search_result(st: Search):
+    """(t, f, g, ok) of an ended search: the Wolfe step (ok); else the best step satisfying
+    sufficient decrease or, if none did, the latest finite one (as optax's zoom line search)."""
+    t, f, g = _where(st.done | (st.lo > 0), (st.lo, st.f_lo, st.g_lo), st.last)
+    return t, f, g, st.done
+
+
+def wolfe_search(value_and_grad, x, d, f0, g0, t0=1.0):
+    """A step along the descent direction d from x (value f0, gradient g0) by
+    :func:`search_update` trials in a ``lax.while_loop``.  Returns (t, f(x + t d), gradient
+    there, whether the strong Wolfe conditions were met)."""
     def body(st):
-        t = st.t
-        f, g = value_and_grad(point(t))
-        s = _vdot(g, d)
-        tol = approx_rtol * jnp.abs(f0)
-        finite = jnp.isfinite(f) & jnp.isfinite(s)
-        decrease = finite & (((f <= f0 + c1 * t * s0) & (f <= st.f_lo))
-                             | ((f <= f0 + tol) & (s <= (2 * c1 - 1) * s0) & (f <= st.f_lo + tol)))
-        done = decrease & (jnp.abs(s) <= -c2 * s0)
-        past = decrease & (s * (st.hi - t) >= 0)          # the minimum lies between the old lo and t
-        hi = jnp.where(decrease, jnp.where(past, st.lo, st.hi), t)
-        f_hi = jnp.where(decrease, jnp.where(past, st.f_lo, st.f_hi), jnp.where(finite, f, jnp.inf))
-        lo, f_lo, s_lo, g_lo = _where(decrease, (t, f, s, g), (st.lo, st.f_lo, st.s_lo, st.g_lo))
-        h = hi - lo
-        curv = (f_hi - f_lo - s_lo * h) / (h * h)                        # quadratic through lo and hi
-        inner = jnp.where(jnp.isfinite(curv) & (curv > 0), lo - s_lo / (2 * jnp.where(curv > 0, curv, 1.0)),
-                          lo + 0.5 * h)
-        a, b = jnp.minimum(lo, hi), jnp.maximum(lo, hi)
-        inner = jnp.clip(inner, a + 0.1 * (b - a), b - 0.1 * (b - a))
-        nxt = jnp.where(jnp.isinf(hi), 2.0 * t, inner)
-        last = _where(finite, (t, f, g), st.last)
-        return _Search(st.k + 1, jnp.where(done, t, nxt), lo, f_lo, s_lo, g_lo, hi, f_hi, last, done)
+        f, g = value_and_grad(_axpy(st.t, d, x))
+        return search_update(st, f, g, d)
+    return search_result(lax.while_loop(lambda st: ~search_over(st), body, search_start(f0, g0, d, t0)))
 
-    st = lax.while_loop(lambda st: ~st.done & (st.k < max_trials), body, init)
-    return (*_where(st.done | (st.lo > 0), (st.lo, st.f_lo, st.g_lo), st.last), st.done)
+
+class _Run(NamedTuple):
+    k: jax.Array          # L-BFGS steps completed
+    started: jax.Array    # f, g at x evaluated
+    x: object
+    d: object             # the search direction at x
+    search: Search
+    memory: object        # optax.scale_by_lbfgs state
+    hist: jax.Array
 
 
 def lbfgs_minimize(loss, x0, steps, memory_size=20):
-    """``steps`` L-BFGS steps on ``loss`` from x0 (a pytree of float arrays) in one ``lax.scan``
-    (call it under jit): direction by ``optax.scale_by_lbfgs(memory_size)``, step by
-    :func:`wolfe_search` (first trial 1; optax scales the first direction to unit length).  A
-    direction that is not a descent direction (rounding in the memory) is replaced by -g.  A
-    step whose search did not meet the Wolfe conditions adds no curvature pair to the memory
-    (its s^T y need not be positive, and a negative one makes the next direction ascend).
-    Returns (x, history (steps,) of loss values before each step)."""
+    """``steps`` L-BFGS steps on ``loss`` from x0 (a pytree of float arrays), call under jit.
+
+    One ``lax.while_loop`` whose body makes one evaluation of ``jax.value_and_grad(loss)``: the
+    start's, then line-search trials (:func:`search_update`); when a search ends the step is
+    taken and the next direction computed by ``optax.scale_by_lbfgs(memory_size)`` (its first
+    direction has unit length, first trial 1).  A direction that is not a descent direction
+    (rounding in the memory) is replaced by -g.  A step whose search did not meet the Wolfe
+    conditions adds no curvature pair to the memory (its s^T y need not be positive, and a
+    negative one makes the next direction ascend).  Returns (x, history (steps,) of the loss
+    before each step)."""
     direction = optax.scale_by_lbfgs(memory_size)
     value_and_grad = jax.value_and_grad(loss)
-
-    def step(carry, _):
-        x, f, g, s = carry
-        with optax_promotion():
-            h, s = direction.update(g, s, x)
-        descent = _vdot(g, h) > 0
-        d = jax.tree_util.tree_map(lambda a, b: -jnp.where(descent, a, b), h, g)
-        t, f_new, g_new, ok = wolfe_search(value_and_grad, x, d, f, g)
-        x_new = jax.tree_util.tree_map(lambda a, b: a + t.astype(a.dtype) * b, x, d)
-        s = s._replace(params=_where(ok, s.params, x_new), updates=_where(ok, s.updates, g_new))
-        return (x_new, f_new, g_new, s), f
-
-    f0, g0 = value_and_grad(x0)
     with optax_promotion():
-        s0 = direction.init(x0)
-    (x, _, _, _), hist = lax.scan(step, (x0, f0, g0, s0), None, length=steps)
-    return x, hist
+        mem0 = direction.init(x0)
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, x0)
+    f_shape = jax.eval_shape(loss, x0)
+    f_nan = jnp.full(f_shape.shape, jnp.nan, f_shape.dtype)
+    run0 = _Run(jnp.asarray(0), jnp.asarray(False), x0, zeros, search_start(f_nan, zeros, zeros, 0.0), mem0,
+                jnp.full((steps,), jnp.nan, f_shape.dtype))
+
+    def body(r):
+        st = r.search
+        f, g = value_and_grad(_axpy(jnp.where(r.started, st.t, 0.0), r.d, r.x))
+        st = search_update(st, f, g, r.d)
+        ended = r.started & search_over(st)
+        t, f_new, g_new, ok = search_result(st)
+        x_new = _axpy(t, r.d, r.x)
+        # the point the next direction starts from: x0 (first evaluation) or the step's end
+        xs, fs, gs = _where(r.started, (x_new, f_new, g_new), (r.x, f, g))
+        mem = r.memory._replace(params=_where(ok | ~r.started, r.memory.params, xs),
+                                updates=_where(ok | ~r.started, r.memory.updates, gs))
+        with optax_promotion():
+            h, mem = direction.update(gs, mem, xs)
+        descent = _vdot(gs, h) > 0
+        d = jax.tree_util.tree_map(lambda a, b: -jnp.where(descent, a, b), h, gs)
+        new = ended | ~r.started                      # a new search starts from xs along d
+        return _Run(r.k + ended.astype(r.k.dtype), jnp.asarray(True), _where(new, xs, r.x), _where(new, d, r.d),
+                    _where(new, search_start(fs, gs, d), st), _where(new, mem, r.memory),
+                    jnp.where(ended, r.hist.at[r.k].set(st.f0), r.hist))
+
+    r = lax.while_loop(lambda r: r.k < steps, body, run0)
+    return r.x, r.hist
