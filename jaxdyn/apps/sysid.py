@@ -256,7 +256,7 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
         t = jnp.concatenate([t, r * jnp.asarray(prior, W.dtype)])
     Qw, R = jnp.linalg.qr(W)
     z = Qw.T @ t
-    e = t @ t - z @ z
+    e = jnp.maximum(t @ t - z @ z, 0.0)                     # >= 0 (rounding aside)
     A, b = R.T @ R, R.T @ z                                  # the normal equations (variable projection)
     free10 = jnp.repeat(free, 10)
     ii = np.arange(10 * nb) if layout is None else layout.inertial
