@@ -42,3 +42,16 @@ def test_lbfgs_reaches_rosenbrocks_minimum_and_vmaps_per_start():
     for (x, h), xv, hv in zip(xs, Xv, Hv):
         np.testing.assert_allclose(np.asarray(xv), np.asarray(x), atol=1e-10)
         np.testing.assert_allclose(np.asarray(hv), np.asarray(h), rtol=1e-9, atol=1e-12)
+
+
+def test_the_program_evaluates_the_loss_at_one_site():
+    """The whole minimization (start, line-search trials, steps) holds one copy of the loss:
+    its one sinh appears once in the jaxpr, also under vmap over starts (optax's zoom search
+    holds it three times)."""
+    def loss(x):
+        return jnp.sum(jnp.sinh(x) ** 2) + rosen(x)
+
+    x0 = jnp.ones(4)
+    for fn, arg in ((lambda x: lbfgs_minimize(loss, x, 5), x0),
+                    (jax.vmap(lambda x: lbfgs_minimize(loss, x, 5)), jnp.stack([x0, 2 * x0]))):
+        assert str(jax.make_jaxpr(fn)(arg)).count("sinh") == 1
