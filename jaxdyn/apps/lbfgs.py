@@ -132,12 +132,13 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20):
 
     One ``lax.while_loop`` whose body makes one evaluation of ``jax.value_and_grad(loss)``: the
     start's, then line-search trials (:func:`search_update`); when a search ends the step is
-    taken and the next direction computed by ``optax.scale_by_lbfgs(memory_size)`` (its first
-    direction has unit length, first trial 1).  A direction that is not a descent direction
-    (rounding in the memory) is replaced by -g.  A step whose search did not meet the Wolfe
-    conditions adds no curvature pair to the memory (its s^T y need not be positive, and a
-    negative one makes the next direction ascend).  Returns (x, history (steps,) of the loss
-    before each step)."""
+    taken and the next direction computed by ``optax.scale_by_lbfgs(memory_size)`` (the first
+    is -g / max(1, |g|); every search's first trial is t = 1).  A direction that is not a
+    descent direction (rounding in the memory) is replaced by -g.  A step whose search did not
+    meet the Wolfe conditions adds no curvature pair to the memory (its s^T y need not be
+    positive, and a negative one makes the next direction ascend): optax gets a zero pair, which
+    its two-loop recursion skips, and scales the next direction's initial Hessian by 1.
+    Returns (x, history (steps,) of the loss before each step)."""
     direction = optax.scale_by_lbfgs(memory_size)
     value_and_grad = jax.value_and_grad(loss)
     with optax_promotion():
