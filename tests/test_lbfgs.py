@@ -5,11 +5,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdyn.apps.lbfgs import lbfgs_minimize, wolfe_search
+from jaxdyn.apps.lbfgs import lbfgs_minimize, search_over, search_result, search_start, search_update
 
 
 def rosen(x):
     return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+def wolfe_search(value_and_grad, x, d, f0, g0):
+    """One line search alone: search_update trials in a while_loop -> (t, f, g, ok)."""
+    def body(st):
+        f, g = value_and_grad(x + st.t * d)
+        return search_update(st, f, g, d)
+    return search_result(jax.lax.while_loop(lambda st: ~search_over(st), body, search_start(f0, g0, d)))
 
 
 def test_wolfe_search_meets_both_conditions_or_expands_and_brackets():

@@ -107,16 +107,6 @@ def search_result(st: Search):
     return t, f, g, st.done
 
 
-def wolfe_search(value_and_grad, x, d, f0, g0, t0=1.0):
-    """A step along the descent direction d from x (value f0, gradient g0) by
-    :func:`search_update` trials in a ``lax.while_loop``.  Returns (t, f(x + t d), gradient
-    there, whether the strong Wolfe conditions were met)."""
-    def body(st):
-        f, g = value_and_grad(_axpy(st.t, d, x))
-        return search_update(st, f, g, d)
-    return search_result(lax.while_loop(lambda st: ~search_over(st), body, search_start(f0, g0, d, t0)))
-
-
 class _Run(NamedTuple):
     k: jax.Array          # L-BFGS steps completed
     started: jax.Array    # f, g at x evaluated

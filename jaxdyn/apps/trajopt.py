@@ -55,7 +55,8 @@ def _make_optimizer(name, learning_rate):
 
 
 def _run(f, opt, params, iterations, lbfgs, memory_size):
-    """Minimize f from params by ``iterations`` optax steps in one lax.scan -> (params, history)."""
+    """Minimize f from params by ``iterations`` steps -> (params, history): L-BFGS
+    (:func:`jaxdyn.apps.lbfgs.lbfgs_minimize`) or the optax optimizer ``opt`` in one lax.scan."""
     if lbfgs:
         return lbfgs_minimize(f, params, iterations, memory_size)
     with optax_promotion():
