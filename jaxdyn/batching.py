@@ -33,7 +33,7 @@ from jax import lax
 
 from ._typing import BodyWrenches, Configuration, Gravity, JointMatrix, Tangent
 from .dynamics.aba import aba_jvp, aba_passes
-from .dynamics.common import check_f_ext, check_gravity
+from .dynamics.common import check_f_ext, check_gravity, moving_jvp
 from .dynamics.crba import crba_passes
 from .dynamics.derivative_sweeps import aba_derivatives_terms, rnea_derivatives_terms
 from .dynamics.derivatives import METHODS as DERIVATIVE_METHODS, state_jacobians
@@ -172,7 +172,7 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
 def _rnea(f_ext_frame):
     core = lambda m, q, qd, qdd, f, g, keep=same: rnea_passes(m, q, qd, qdd, f, g, f_ext_frame, keep)[0]
     fn = jax.custom_jvp(batchable(core, 128))
-    fn.defjvp(lambda primals, tangents: jax.jvp(core, primals, tangents))
+    fn.defjvp(_autodiff_rule(core, tie=False), symbolic_zeros=True)
     return fn
 
 
@@ -194,7 +194,7 @@ def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyW
 def _crba():
     core = lambda m, q, keep=same: crba_passes(m, q, keep)
     fn = jax.custom_jvp(batchable(core, 32))
-    fn.defjvp(lambda primals, tangents: jax.jvp(core, primals, tangents))
+    fn.defjvp(_autodiff_rule(core, tie=False), symbolic_zeros=True)
     return fn
 
 
@@ -217,11 +217,15 @@ def _tied(out, primals):
     return tmap(lambda a: jnp.where(p, a, a), out)
 
 
-def _autodiff_rule(core):
-    """A ``custom_jvp`` rule differentiating ``core`` (one state) itself."""
+def _autodiff_rule(core, tie=True):
+    """A ``custom_jvp(..., symbolic_zeros=True)`` rule differentiating ``core`` (one state)
+    itself, with respect to the arguments that move (:func:`jaxdyn.dynamics.common.moving_jvp`);
+    ``tie``: outputs batched like the ``custom_vmap`` rule's (:func:`_tied`)."""
     def rule(primals, tangents):
-        out, tan = jax.jvp(core, primals, tangents)
-        return _tied(out, primals), tan
+        out, tan = moving_jvp(core, primals, tangents)
+        if tan is None:
+            tan = tmap(jnp.zeros_like, out)
+        return (_tied(out, primals) if tie else out), tan
     return rule
 
 
@@ -229,7 +233,7 @@ def _autodiff_rule(core):
 def _minv():
     core = lambda m, q, keep=same: minv_aba(m, q, keep)
     fn = jax.custom_jvp(batchable(core, 32))
-    fn.defjvp(_autodiff_rule(core))
+    fn.defjvp(_autodiff_rule(core), symbolic_zeros=True)
     return fn
 
 
@@ -287,7 +291,7 @@ def _derivatives(fn):
     terms = aba_derivatives_terms if fn == "aba" else rnea_derivatives_terms
     core = lambda m, q, qd, x, keep=same: terms(m, q, qd, x, keep=keep)
     f = jax.custom_jvp(batchable(core, 32))
-    f.defjvp(_autodiff_rule(core))
+    f.defjvp(_autodiff_rule(core), symbolic_zeros=True)
     return f
 
 

@@ -86,7 +86,7 @@ def schur_solve(stabilization, cm, q, qd, tau) -> SchurSolution:
 def _schur_jvp(stabilization, primals, tangents):
     cm, q, qd, tau = primals
     sol, (fac, K, eps) = _solve(stabilization, *primals)
-    dE = moving_jvp(lambda *a: _equations(stabilization, *a, sol.qdd, sol.lam)[:2], primals, tangents)
+    _, dE = moving_jvp(lambda *a: _equations(stabilization, *a, sol.qdd, sol.lam)[:2], primals, tangents)
     if dE is None:
         dE = (jnp.zeros_like(sol.qdd), jnp.zeros_like(sol.lam))
     y = minv_apply(cm.model, q, fac, dE[0])

@@ -189,7 +189,7 @@ def aba_jvp(f_ext_frame, primals, tangents):
     model, q, qd, tau, f_ext, gravity = primals
     qdd, fac = aba_factored(model, q, qd, tau, f_ext, gravity, f_ext_frame)
     inverse_dynamics = lambda m, q, qd, f, g: rnea_passes(m, q, qd, qdd, f, g, f_ext_frame)[0]
-    drnea = moving_jvp(inverse_dynamics, (model, q, qd, f_ext, gravity), tangents[:3] + tangents[4:])
+    _, drnea = moving_jvp(inverse_dynamics, (model, q, qd, f_ext, gravity), tangents[:3] + tangents[4:])
     rhs = jnp.zeros_like(qdd) if isinstance(tangents[3], SymbolicZero) else tangents[3]
     if drnea is not None:
         rhs = rhs - drnea

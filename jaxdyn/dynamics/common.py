@@ -127,10 +127,11 @@ def _symbolic_zero(t):
 
 
 def moving_jvp(fn, primals, tangents):
-    """The tangent of ``fn(*primals)`` for a ``custom_jvp(..., symbolic_zeros=True)`` rule:
+    """``(fn(*primals), tangent)`` for a ``custom_jvp(..., symbolic_zeros=True)`` rule:
     ``jax.jvp`` with respect to the arguments whose tangent pytree is not entirely symbolic
-    zero (others held fixed; symbolic zeros inside a moving argument become zero arrays).
-    Returns None when no argument moves."""
+    zero (others held fixed, so the program holds no derivative with respect to them, e.g.
+    the model's parameters in a trajectory's gradient; symbolic zeros inside a moving
+    argument become zero arrays).  The tangent is None when no argument moves."""
     def zero(t):
         return all(map(_symbolic_zero, jax.tree_util.tree_leaves(t, is_leaf=_symbolic_zero)))
 
@@ -139,7 +140,7 @@ def moving_jvp(fn, primals, tangents):
 
     moving = [i for i, t in enumerate(tangents) if not zero(t)]
     if not moving:
-        return None
+        return fn(*primals), None
 
     def of_moving(*xs):
         a = list(primals)
@@ -148,4 +149,4 @@ def moving_jvp(fn, primals, tangents):
         return fn(*a)
 
     dots = tuple(jax.tree_util.tree_map(instantiate, tangents[i], is_leaf=_symbolic_zero) for i in moving)
-    return jax.jvp(of_moving, tuple(primals[i] for i in moving), dots)[1]
+    return jax.jvp(of_moving, tuple(primals[i] for i in moving), dots)
