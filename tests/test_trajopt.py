@@ -184,3 +184,25 @@ def test_closed_chain_problem_gradient_and_passive_joints():
     with pytest.raises(ArgumentError, match="stabilization"):
         to.problem(cm.model, jnp.asarray(q0), jnp.zeros(4), 0.01, 10, lambda t, q, qd, u: 0.0,
                    stabilization=(1.0, 1.0))
+
+
+@pytest.mark.parametrize("parametrization", ["torque", "acceleration"])
+def test_preconditioner_is_the_constraint_jacobian_of_a_double_integrator(parametrization):
+    """The preconditioner's C (double integrator, K = d qdd / d Z at the start) is the terminal
+    constraint's Jacobian where the arm is one: at rest without gravity, Z = 0, the linearized
+    dynamics are qdd = M(q0)^-1 tau (torques) or qdd = Z (accelerations), which RK4 integrates
+    exactly; checked against jax.jacrev through the rollout of the double pendulum.  And
+    P^T (I + rho C^T C) P = I."""
+    m = jaxdyn.robots.double_pendulum().replace(gravity=jnp.zeros(3))
+    qT = jnp.array([0.3, -0.2])
+    p = to.problem(m, jnp.array([-1.2, 0.4]), jnp.zeros(2), 0.01, 10, lambda t, q, qd, u: jnp.sum(u ** 2),
+                   terminal_constraint=jax.tree_util.Partial(_reach, qT), parametrization=parametrization,
+                   stepper="rk4")
+    rho = 1e4
+    pre = to.preconditioner(p, rho)
+    C = pre.U @ jnp.diag(pre.s) @ pre.V.T
+    exact = jax.jacrev(lambda z: (lambda tr: _reach(qT, tr.q[-1], tr.qd[-1]))(to.simulate(p, z.reshape(10, 2))))(
+        jnp.zeros(20))
+    np.testing.assert_allclose(C, exact, rtol=0, atol=1e-6 * float(jnp.abs(exact).max()))
+    P = jax.vmap(lambda e: pre.apply(e.reshape(10, 2)).ravel())(jnp.eye(20)).T
+    np.testing.assert_allclose(P.T @ (jnp.eye(20) + rho * C.T @ C) @ P, jnp.eye(20), atol=1e-10)
