@@ -10,12 +10,14 @@ lam = 0).
 The penalty makes the rows of a terminal constraint rho times stiffer than the cost, which
 slows a quasi-Newton method down; single shooting therefore iterates on y with Z = P y,
 ``P = (I + rho C^T C)^-1/2`` (:func:`preconditioner`), C (r, steps nv) the terminal
-constraint's Jacobian of a double integrator driven at the start state (one small Jacobian,
-known in closed form up to the first sample's d qdd / d Z).  For L-BFGS this is the initial
-Hessian ``I + rho C^T C`` instead of a multiple of I: the PUMA's default point-to-point plan
-reaches the effort and terminal error of 8 rounds in 3.
+constraint's Jacobian of a double integrator driven at the start state (closed form up to the
+first sample's d qdd / d Z).  For L-BFGS this is the initial Hessian ``I + rho C^T C`` instead
+of a multiple of I.  After the last round, Gauss-Newton steps Z <- Z - C^+ c on the terminal
+constraint remove what the augmented Lagrangian leaves of it (the best iterate is kept).  On
+the PUMA's default point-to-point problem, 2 rounds of 50 L-BFGS steps end at effort 3294.7
+and a terminal error of 5e-8; without both, 8 rounds ended at 3320.2 and 2.3e-4.
 
-Each round of the optimizer is one ``lax.scan`` inside ``jit``; the problem is a pytree whose
+Each round of the optimizer is one loop inside ``jit``; the problem is a pytree whose
 data (targets, initial state, weights, limits) are traced, so a new target reuses the
 compiled programs.  It ``vmap``s: :func:`optimize` takes a batch of initial guesses
 (multi-start) and a stacked model (robust optimization: the mean cost over model variants,
@@ -32,11 +34,10 @@ import optax
 from jax import lax
 
 from ..errors import ArgumentError, ShapeError
-from ..integrators.rollout import Trajectory
+from ..integrators.rollout import Trajectory, rollout
+from ..model.configuration import integrate
 from .common import optax_promotion
 from .lbfgs import lbfgs_minimize
-from ..integrators.rollout import rollout
-from ..model.configuration import integrate
 from .trajopt_problem import (Problem as Problem, controls as controls, decision_from_torques as decision_from_torques,
                               integrated_running_cost, multiple_shooting, multiple_shooting_init as multiple_shooting_init,
                               multiple_shooting_terms as multiple_shooting_terms, open_model as open_model,
@@ -98,10 +99,10 @@ RESTORE_STEPS = 4
 class Preconditioner(NamedTuple):
     """The linear map Z = P y = y + V diag(g) V^T y of :func:`preconditioner` (Z, y flattened)
     and the thin SVD C = U diag(s) V^T of the terminal constraint's approximate Jacobian."""
-    V: jax.Array            # (steps nv, r) right singular vectors of C
-    g: jax.Array            # (r,) 1 / sqrt(1 + rho s^2) - 1
-    U: jax.Array            # (r, r) left singular vectors of C
-    s: jax.Array            # (r,) singular values of C
+    V: jax.Array            # (steps nv, k) right singular vectors of C
+    g: jax.Array            # (k,) 1 / sqrt(1 + rho s^2) - 1
+    U: jax.Array            # (r, k) left singular vectors of C, k = min(r, steps nv)
+    s: jax.Array            # (k,) singular values of C
 
     def apply(self, y):
         """Z = P y, y (steps, nv)."""
@@ -177,9 +178,12 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
     Returns:
       :class:`Result`; ``defect`` is max |c| at the end.
 
+    Single shooting iterates on y, Z = P y (:func:`preconditioner`), and ends with up to
+    RESTORE_STEPS Gauss-Newton steps on the terminal constraint (the iterate of least max |c|
+    is kept); ``Result.params`` is Z.
+
     Compilation: four programs (the preconditioner, start, one round, the final rollout) per
-    problem structure,
-    options and Z0 shape; solving again with new data of the same structure (``dataclasses.
+    problem structure, options and Z0 shape; solving again with new data of the same structure (``dataclasses.
     replace(prob, q0=..., terminal_constraint=Partial(psi, new_target))``) runs the same
     programs (see :class:`Problem`).
     """
