@@ -126,8 +126,9 @@ def preconditioner(prob: Problem, rho, model=None) -> Preconditioner:
     sample: q_N = q0 (+) (N dt qd0 + sum_k dt^2 (N - k - 1/2) K Z_k), qd_N = qd0 + sum_k dt K Z_k,
     with K = d qdd / d Z (nv, nv) at the start state and Z = 0 (the inverse inertia for
     torques, the identity for accelerations; torque limits, actuation and closed loops
-    included: it is d qd_1 / d Z / dt of one semi-implicit Euler sample) and psi's Jacobian
-    at (q0, qd0) on the tangent space.  With C = U diag(s) V^T (thin SVD),
+    included: it is d qd_1 / d Z / dt of one semi-implicit Euler sample, by central
+    differences, exact up to rounding where no limit bends it: qd_1 is affine in the torque)
+    and psi's Jacobian at (q0, qd0) on the tangent space.  With C = U diag(s) V^T (thin SVD),
     P = I + V diag(g) V^T, g = (1 + rho s^2)^-1/2 - 1, so P^T (I + rho C^T C) P = I.  No
     terminal constraint: V (steps nv, 0).  Where the plan's torques saturate their limits,
     or the dynamics move the accelerations far from K Z, C is a rough guess."""
@@ -142,8 +143,8 @@ def preconditioner(prob: Problem, rho, model=None) -> Preconditioner:
         return rollout(m, prob.q0, prob.qd0, controls(prob, z[None], m), prob.dt, 1, stepper="euler",
                        method=prob.method, stabilization=prob.stabilization).qd[-1]
 
-    z0 = jnp.zeros(nv, dtype)
-    K = lax.map(lambda e: jax.jvp(qd_1, (z0,), (e,))[1], jnp.eye(nv, dtype=dtype)).T / prob.dt   # (nv, nv)
+    h = float(jnp.finfo(dtype).eps) ** (1 / 3)                   # central differences: qd_1 is affine in z
+    K = lax.map(lambda e: (qd_1(e) - qd_1(-e)) / (2 * h), h * jnp.eye(nv, dtype=dtype)).T / prob.dt   # (nv, nv)
     Cs = jax.jacfwd(lambda x: prob.terminal_constraint(integrate(mo, prob.q0, x[:nv]), prob.qd0 + x[nv:]))(
         jnp.zeros(2 * nv, dtype))                                                          # (r, 2 nv)
     k = jnp.arange(N, dtype=dtype)
