@@ -5,8 +5,8 @@ Usage: python benchmarks/bench_trajopt.py [--targets 5] [--starts 64]
 
 The problem is the default ``jaxdyn trajopt`` config (``trajopt_puma_p2p``): the PUMA from rest
 at q = 0 to a target at rest in T = 2 s, 100 RK4 steps, acceleration parametrization, minimum
-effort, terminal state as an augmented-Lagrangian constraint, L-BFGS 2 rounds x 50 steps (the
-config's budget).
+effort, terminal state as an augmented-Lagrangian constraint, preconditioned L-BFGS 2 rounds x 50
+steps (the config's).
 Timed in one process (wall seconds, results blocked on):
 
 * ``first``: the first solve (compiles the four programs of :func:`optimize`);
@@ -48,7 +48,7 @@ def main():
 
     m = jaxdyn.robots.puma560()
     P = jax.tree_util.Partial
-    kw = dict(iterations=50, rounds=2, rho=1e5)
+    kw = dict(iterations=50, rounds=2, rho=1e5, precondition=True)
 
     def problem(q0, qT):
         return to.problem(m, jnp.asarray(q0), jnp.zeros(6), 0.02, 100, P(effort),

@@ -12,7 +12,9 @@ Config (TOML; built-in ``trajopt_puma_p2p`` is the default)::
                  limit_weight (1e6; 0 = off: the model's finite joint position limits, LIMIT_MARGIN
                  inside, as a penalty w |max(q - q_upper, 0, q_lower - q)|^2 in the running cost)
     [optimizer]  name ("lbfgs" | "adam"), iterations, rounds, rho, learning_rate, shooting
-                 ("single" | "multiple"), segments, multistart (1), seed, spread (init noise)
+                 ("single" | "multiple"), segments, multistart (1), seed, spread (init noise),
+                 precondition (false; true: the terminal constraint's preconditioner, for
+                 plans within their torque limits, see jaxdyn.apps.trajopt.optimize)
     [robust]     body, extra_masses (list): optimize the mean over payload variants
     [compare]    cycloidal (true): Saha's cycloidal trajectory (eq. 18) between the same
                  endpoints, its torques (inverse dynamics along it: what computed torque applies
@@ -41,7 +43,8 @@ SCHEMA = {
                 "terminal_weight": float, "target_joints": list, "actuated": list, "stabilization": list,
                 "limit_weight": float},
     "optimizer": {"name": str, "iterations": int, "rounds": int, "rho": float, "learning_rate": float,
-                  "shooting": str, "segments": int, "multistart": int, "seed": int, "spread": float},
+                  "shooting": str, "segments": int, "multistart": int, "seed": int, "spread": float,
+                  "precondition": bool},
     "robust": {"body": str, "extra_masses": list},
     "compare": {"cycloidal": bool},
 }
@@ -49,7 +52,8 @@ DEFAULTS = {
     "problem": {"stepper": "rk4", "parametrization": "acceleration", "terminal": "constraint",
                 "terminal_weight": 1e4, "limit_weight": 1e6},
     "optimizer": {"name": "lbfgs", "iterations": 50, "rounds": 6, "rho": 1e5, "learning_rate": 1e-2,
-                  "shooting": "single", "segments": 4, "multistart": 1, "seed": 0, "spread": 0.1},
+                  "shooting": "single", "segments": 4, "multistart": 1, "seed": 0, "spread": 0.1,
+                  "precondition": False},
     "compare": {"cycloidal": True},
 }
 DEFAULT_CONFIG = "trajopt_puma_p2p"
@@ -264,7 +268,8 @@ def run(args) -> int:
           f"parametrization, {o['shooting']} shooting, {o['name']}, multistart {K}"
           + (f", robust over {len(cfg['robust']['extra_masses'])} payloads" if robust else ""), file=sys.stderr)
     kw = dict(shooting=o["shooting"], optimizer=o["name"], iterations=o["iterations"], rounds=o["rounds"],
-              rho=o["rho"], learning_rate=o["learning_rate"], segments=o["segments"], robust=robust)
+              rho=o["rho"], learning_rate=o["learning_rate"], segments=o["segments"], robust=robust,
+              precondition=o["precondition"])
     t_wall = time.time()
     print("compiling ...", file=sys.stderr)
     total = (o["rounds"] if cons is not None or o["shooting"] == "multiple" else 1) * o["iterations"]
