@@ -145,7 +145,7 @@ def preconditioner(prob: Problem, rho, model=None) -> Preconditioner:
         return rollout(m, prob.q0, prob.qd0, controls(prob, z[None], m), prob.dt, 1, stepper="euler",
                        method=prob.method, stabilization=prob.stabilization).qd[-1]
 
-    h = float(jnp.finfo(dtype).eps) ** (1 / 3)                   # central differences: qd_1 is affine in z
+    h = float(jnp.finfo(dtype).eps) ** (1 / 3)          # central differences (qd_1 is affine in z without limits)
     K = lax.map(lambda e: (qd_1(e) - qd_1(-e)) / (2 * h), h * jnp.eye(nv, dtype=dtype)).T / prob.dt   # (nv, nv)
     Cs = jax.jacfwd(lambda x: prob.terminal_constraint(integrate(mo, prob.q0, x[:nv]), prob.qd0 + x[nv:]))(
         jnp.zeros(2 * nv, dtype))                                                          # (r, 2 nv)
