@@ -63,3 +63,28 @@ def test_the_program_evaluates_the_loss_at_one_site():
     for fn, arg in ((lambda x: lbfgs_minimize(loss, x, 5), x0),
                     (jax.vmap(lambda x: lbfgs_minimize(loss, x, 5)), jnp.stack([x0, 2 * x0]))):
         assert str(jax.make_jaxpr(fn)(arg)).count("sinh") == 1
+
+
+def test_auxiliary_output_is_the_losss_at_the_minimizer_from_the_one_site():
+    """With aux0 the loss returns (value, aux): the same iterates as without, and the aux
+    returned is the loss's aux recomputed at the returned x (also for 0 steps, x = x0, and
+    under vmap); the program still holds one copy of the loss."""
+    def loss(x):
+        r = x[1:] - x[:-1] ** 2
+        return rosen(x) + jnp.sum(jnp.sinh(x) ** 2), (r, jnp.sum(x))
+
+    aux0 = (jnp.zeros(3), jnp.zeros(()))
+    x0 = jnp.asarray([-1.2, 1.0, 0.3, 0.5])
+    for steps in (0, 7, 40):
+        x, h, aux = jax.jit(lambda x: lbfgs_minimize(loss, x, steps, aux0=aux0))(x0)
+        xp, hp = jax.jit(lambda x: lbfgs_minimize(lambda y: loss(y)[0], x, steps))(x0)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(xp))
+        np.testing.assert_array_equal(np.asarray(h), np.asarray(hp))
+        for a, b in zip(aux, loss(x)[1]):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-14)
+    X0 = jnp.stack([x0, 0.5 * x0])
+    Xv, _, (rv, sv) = jax.jit(jax.vmap(lambda x: lbfgs_minimize(loss, x, 7, aux0=aux0)))(X0)
+    for x, r, s in zip(Xv, rv, sv):
+        np.testing.assert_allclose(np.asarray(r), np.asarray(loss(x)[1][0]), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(float(s), float(jnp.sum(x)), rtol=1e-12)
+    assert str(jax.make_jaxpr(lambda x: lbfgs_minimize(loss, x, 5, aux0=aux0))(x0)).count("sinh") == 1

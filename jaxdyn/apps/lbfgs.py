@@ -42,6 +42,8 @@ class Search(NamedTuple):
     f_hi: jax.Array
     last: tuple           # (t, f, g) of the latest finite trial
     done: jax.Array       # the Wolfe conditions hold at t
+    a_lo: object = None   # the loss's auxiliary output at lo (None: no aux)
+    a_last: object = None  # ... at the latest finite trial
 
 
 def _vdot(a, b):
@@ -56,16 +58,17 @@ def _axpy(t, d, x):
     return jax.tree_util.tree_map(lambda a, b: a + t.astype(a.dtype) * b, x, d)
 
 
-def search_start(f0, g0, d, t0=1.0) -> Search:
-    """A line search along d from a point with value f0 and gradient g0; first trial t0."""
+def search_start(f0, g0, d, t0=1.0, a0=None) -> Search:
+    """A line search along d from a point with value f0, gradient g0 (and auxiliary output a0
+    of the loss, if any); first trial t0."""
     s0 = _vdot(g0, d)
     z = jnp.zeros((), jnp.result_type(f0))
     return Search(jnp.asarray(0), jnp.asarray(t0, z.dtype), f0, s0, z, f0, s0, g0, jnp.asarray(jnp.inf, z.dtype),
-                  f0, (z, f0, g0), jnp.asarray(False))
+                  f0, (z, f0, g0), jnp.asarray(False), a0, a0)
 
 
-def search_update(st: Search, f, g, d) -> Search:
-    """The search after its trial st.t gave value f and gradient g.
+def search_update(st: Search, f, g, d, aux=None) -> Search:
+    """The search after its trial st.t gave value f and gradient g (and auxiliary output aux).
 
     Sufficient decrease is f <= f0 + C1 t s0 (or, where f's rounding hides a decrease near a
     minimum, Hager-Zhang's f <= f0 + APPROX_RTOL |f0| with slope <= (2 C1 - 1) s0), and no
@@ -83,7 +86,7 @@ def search_update(st: Search, f, g, d) -> Search:
     past = decrease & (s * (st.hi - t) >= 0)          # the minimum lies between the old lo and t
     hi = jnp.where(decrease, jnp.where(past, st.lo, st.hi), t)
     f_hi = jnp.where(decrease, jnp.where(past, st.f_lo, st.f_hi), jnp.where(finite, f, jnp.inf))
-    lo, f_lo, s_lo, g_lo = _where(decrease, (t, f, s, g), (st.lo, st.f_lo, st.s_lo, st.g_lo))
+    lo, f_lo, s_lo, g_lo, a_lo = _where(decrease, (t, f, s, g, aux), (st.lo, st.f_lo, st.s_lo, st.g_lo, st.a_lo))
     h = hi - lo
     curv = (f_hi - f_lo - s_lo * h) / (h * h)                        # quadratic through lo and hi
     inner = jnp.where(jnp.isfinite(curv) & (curv > 0), lo - s_lo / (2 * jnp.where(curv > 0, curv, 1.0)),
@@ -91,8 +94,8 @@ def search_update(st: Search, f, g, d) -> Search:
     a, b = jnp.minimum(lo, hi), jnp.maximum(lo, hi)
     inner = jnp.clip(inner, a + 0.1 * (b - a), b - 0.1 * (b - a))
     nxt = jnp.where(jnp.isinf(hi), 2.0 * t, inner)
-    last = _where(finite, (t, f, g), st.last)
-    return Search(st.k + 1, jnp.where(done, t, nxt), f0, s0, lo, f_lo, s_lo, g_lo, hi, f_hi, last, done)
+    last, a_last = _where(finite, ((t, f, g), aux), (st.last, st.a_last))
+    return Search(st.k + 1, jnp.where(done, t, nxt), f0, s0, lo, f_lo, s_lo, g_lo, hi, f_hi, last, done, a_lo, a_last)
 
 
 def search_over(st: Search):
@@ -107,6 +110,11 @@ def search_result(st: Search):
     return t, f, g, st.done
 
 
+def search_aux(st: Search):
+    """The loss's auxiliary output at :func:`search_result`'s step."""
+    return _where(st.done | (st.lo > 0), st.a_lo, st.a_last)
+
+
 class _Run(NamedTuple):
     k: jax.Array          # L-BFGS steps completed
     started: jax.Array    # f, g at x evaluated
@@ -117,7 +125,7 @@ class _Run(NamedTuple):
     hist: jax.Array
 
 
-def lbfgs_minimize(loss, x0, steps, memory_size=20):
+def lbfgs_minimize(loss, x0, steps, memory_size=20, aux0=None):
     """``steps`` L-BFGS steps on ``loss`` from x0 (a pytree of float arrays), call under jit.
 
     One ``lax.while_loop`` whose body makes one evaluation of ``jax.value_and_grad(loss)``: the
@@ -128,26 +136,35 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20):
     meet the Wolfe conditions adds no curvature pair to the memory (its s^T y need not be
     positive, and a negative one makes the next direction ascend): optax gets a zero pair, which
     its two-loop recursion skips, and scales the next direction's initial Hessian by 1.
-    Returns (x, history (steps,) of the loss before each step)."""
+    The loss is evaluated at x0 even when ``steps`` is 0; its value is cast to x0's dtype.
+
+    Returns (x, history (steps,) of the loss before each step).  With ``aux0`` (a pytree of
+    arrays of the shapes of the loss's auxiliary output), ``loss`` returns (value, aux) and the
+    result is (x, history, aux at x): what a caller needs at the minimizer (e.g. constraint
+    values) without evaluating the loss again."""
+    has_aux = aux0 is not None
     direction = optax.scale_by_lbfgs(memory_size)
-    value_and_grad = jax.value_and_grad(loss)
+    value_and_grad = jax.value_and_grad(loss, has_aux=has_aux)
     with optax_promotion():
         mem0 = direction.init(x0)
     zeros = jax.tree_util.tree_map(jnp.zeros_like, x0)
-    f_shape = jax.eval_shape(loss, x0)
-    f_nan = jnp.full(f_shape.shape, jnp.nan, f_shape.dtype)
-    run0 = _Run(jnp.asarray(0), jnp.asarray(False), x0, zeros, search_start(f_nan, zeros, zeros, 0.0), mem0,
-                jnp.full((steps,), jnp.nan, f_shape.dtype))
+    dtype = jnp.result_type(*jax.tree_util.tree_leaves(x0))
+    f_nan = jnp.full((), jnp.nan, dtype)
+    run0 = _Run(jnp.asarray(0), jnp.asarray(False), x0, zeros, search_start(f_nan, zeros, zeros, 0.0, aux0), mem0,
+                jnp.full((steps,), jnp.nan, dtype))
 
     def body(r):
         st = r.search
-        f, g = value_and_grad(_axpy(jnp.where(r.started, st.t, 0.0), r.d, r.x))
-        st = search_update(st, f, g, r.d)
+        out, g = value_and_grad(_axpy(jnp.where(r.started, st.t, 0.0), r.d, r.x))
+        f, a = out if has_aux else (out, None)
+        f = f.astype(dtype)
+        a = jax.tree_util.tree_map(lambda v, w: v.astype(w.dtype), a, aux0)
+        st = search_update(st, f, g, r.d, a)
         ended = r.started & search_over(st)
         t, f_new, g_new, ok = search_result(st)
         x_new = _axpy(t, r.d, r.x)
         # the point the next direction starts from: x0 (first evaluation) or the step's end
-        xs, fs, gs = _where(r.started, (x_new, f_new, g_new), (r.x, f, g))
+        xs, fs, gs, as_ = _where(r.started, (x_new, f_new, g_new, search_aux(st)), (r.x, f, g, a))
         mem = r.memory._replace(params=_where(ok | ~r.started, r.memory.params, xs),
                                 updates=_where(ok | ~r.started, r.memory.updates, gs))
         with optax_promotion():
@@ -156,8 +173,8 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20):
         d = jax.tree_util.tree_map(lambda a, b: -jnp.where(descent, a, b), h, gs)
         new = ended | ~r.started                      # a new search starts from xs along d
         return _Run(r.k + ended.astype(r.k.dtype), jnp.asarray(True), _where(new, xs, r.x), _where(new, d, r.d),
-                    _where(new, search_start(fs, gs, d), st), _where(new, mem, r.memory),
-                    jnp.where(ended, r.hist.at[r.k].set(st.f0), r.hist))
+                    _where(new, search_start(fs, gs, d, 1.0, as_), st), _where(new, mem, r.memory),
+                    jnp.where(ended, r.hist.at[r.k].set(st.f0), r.hist) if steps else r.hist)
 
-    r = lax.while_loop(lambda r: r.k < steps, body, run0)
-    return r.x, r.hist
+    r = lax.while_loop(lambda r: (r.k < steps) | ~r.started, body, run0)
+    return (r.x, r.hist, r.search.a_lo) if has_aux else (r.x, r.hist)

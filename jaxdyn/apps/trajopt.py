@@ -67,23 +67,25 @@ def _make_optimizer(name, learning_rate):
     raise ArgumentError(f"optimizer must be 'adam' or 'lbfgs', got {name!r}")
 
 
-def _run(f, opt, params, iterations, lbfgs, memory_size):
-    """Minimize f from params by ``iterations`` steps -> (params, history): L-BFGS
-    (:func:`jaxdyn.apps.lbfgs.lbfgs_minimize`) or the optax optimizer ``opt`` in one lax.scan."""
+def _run(f, opt, params, iterations, lbfgs, memory_size, aux0):
+    """Minimize f from params by ``iterations`` steps; f returns (value, aux) with aux like
+    ``aux0``.  -> (params, history, aux at params or None): L-BFGS
+    (:func:`jaxdyn.apps.lbfgs.lbfgs_minimize`, which returns the aux at its minimizer) or the
+    optax optimizer ``opt`` in one lax.scan (aux None)."""
     if lbfgs:
-        return lbfgs_minimize(f, params, iterations, memory_size)
+        return lbfgs_minimize(f, params, iterations, memory_size, aux0)
     with optax_promotion():
         state = opt.init(params)
 
     def step(carry, i):
         p, s = carry
-        v, g = jax.value_and_grad(f)(p)
+        v, g = jax.value_and_grad(lambda p: f(p)[0])(p)
         with optax_promotion():
             upd, s = opt.update(g, s, p)
             return (optax.apply_updates(p, upd), s), v
 
     (params, _), hist = lax.scan(step, (params, state), jnp.arange(iterations))
-    return params, hist
+    return params, hist, None
 
 
 def _where(c, a, b):
@@ -278,11 +280,13 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
         def f(y):
             jc = terms(decision(y), prob)
             J, c = jc[0], jc[1:]
-            return J + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c)
+            return J + jnp.dot(lam, c) + 0.5 * rho * jnp.dot(c, c), c
 
-        y, hist = _run(f, opt, params if pre is None else pre.solve(params), iterations, lbfgs, memory_size)
+        y, hist, c = _run(f, opt, params if pre is None else pre.solve(params), iterations, lbfgs, memory_size,
+                          jnp.zeros_like(lam))
         params = decision(y)
-        c = terms(params, prob)[1:]
+        if c is None:                   # L-BFGS returns c at its minimizer; optax's loop does not
+            c = terms(params, prob)[1:]
         return params, (lam + rho * c if defects == "al" else lam), hist
 
     def outcome(prob, Z):
