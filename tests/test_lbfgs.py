@@ -80,6 +80,8 @@ def test_auxiliary_output_is_the_losss_at_the_minimizer_from_the_one_site():
         xp, hp = jax.jit(lambda x: lbfgs_minimize(lambda y: loss(y)[0], x, steps))(x0)
         np.testing.assert_array_equal(np.asarray(x), np.asarray(xp))
         np.testing.assert_array_equal(np.asarray(h), np.asarray(hp))
+        if steps == 0:
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(x0))
         for a, b in zip(aux, loss(x)[1]):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-14)
     X0 = jnp.stack([x0, 0.5 * x0])
