@@ -252,11 +252,15 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
             return jnp.zeros((0,), q.dtype)
         return prob.terminal_constraint(q, qd)
 
+    def single_terms(Z, prob, m):
+        """(rollout, J, c) of single-shooting Z on the model m."""
+        tr = simulate(prob, Z, m)
+        J = integrated_running_cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
+        return tr, J, psi(prob, tr.q[-1], tr.qd[-1])
+
     def terms_one(p, prob, m):
         if shooting == "single":
-            tr = simulate(prob, p, m)
-            J = integrated_running_cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
-            return _pack(J, psi(prob, tr.q[-1], tr.qd[-1]))
+            return _pack(*single_terms(p, prob, m)[1:])
         J, d, qN, qdN = multiple_shooting(prob, p, S, m)
         return _pack(J, jnp.concatenate([psi(prob, qN, qdN), d.ravel()]))
 
@@ -292,13 +296,9 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
     def outcome(prob, Z):
         """(rollout on variant 0, J, c) of single-shooting Z; J and c are means over the variants
         if robust."""
-        def one(m):
-            tr = simulate(prob, Z, m)
-            J = integrated_running_cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
-            return tr, J, psi(prob, tr.q[-1], tr.qd[-1])
         if not robust:
-            return one(prob.model)
-        trs, Js, cs = jax.vmap(one)(prob.model)
+            return single_terms(Z, prob, prob.model)
+        trs, Js, cs = jax.vmap(lambda m: single_terms(Z, prob, m))(prob.model)
         return jax.tree_util.tree_map(lambda x: x[0], trs), jnp.mean(Js), jnp.mean(cs, 0)
 
     def restore(prob, Z, pre):
