@@ -12,7 +12,7 @@ Config (TOML; built-in ``trajopt_puma_p2p`` is the default)::
                  limit_weight (1e6; 0 = off: the model's finite joint position limits, LIMIT_MARGIN
                  inside, as a penalty w |max(q - q_upper, 0, q_lower - q)|^2 in the running cost)
     [optimizer]  name ("lbfgs" | "adam"), iterations, rounds, rho, learning_rate, shooting
-                 ("single" | "multiple"), segments, multistart (1), seed, spread (init noise),
+                 ("single" | "multiple" | "kinematic"), segments, multistart (1), seed, spread (init noise),
                  precondition (false; true: the terminal constraint's preconditioner, for
                  plans within their torque limits, see jaxdyn.apps.trajopt.optimize)
     [robust]     body, extra_masses (list): optimize the mean over payload variants
@@ -80,7 +80,7 @@ def load(path=None) -> dict:
     choices = {("problem", "stepper"): ("euler", "rk4", "abm"),
                ("problem", "parametrization"): ("torque", "acceleration"),
                ("problem", "terminal"): ("constraint", "penalty"),
-               ("optimizer", "name"): ("lbfgs", "adam"), ("optimizer", "shooting"): ("single", "multiple")}
+               ("optimizer", "name"): ("lbfgs", "adam"), ("optimizer", "shooting"): ("single", "multiple", "kinematic")}
     for (sec, k), ok in choices.items():
         if cfg[sec][k] not in ok:
             raise ConfigError(f"{name}: {sec}.{k} must be one of {list(ok)}, got {cfg[sec][k]!r}")
@@ -311,7 +311,8 @@ def run(args) -> int:
                 f"{(rounds_done[-1] - rounds_done[0]) / (len(rounds_done) - 1):.2f} s each"
                 if len(rounds_done) > 1 else ""),
              f"effort sum |tau|^2 dt: {J:.6g}",
-             f"terminal error (optimizer model: {p['stepper']} at dt = {dt:g} s): max |q - q_final| = {err_q:.3g}, "
+             f"terminal error ({'optimizer model' if o['shooting'] != 'kinematic' else 'rollout of the restored plan'}: "
+             f"{p['stepper']} at dt = {dt:g} s): max |q - q_final| = {err_q:.3g}, "
              f"max |qd - qd_final| = {err_v:.3g}",
              f"terminal error replayed open-loop (torques of trajectory.csv held per sample, rk4 at dt = "
              f"{dt / REPLAY_SUBSTEPS:g} s): max |q - q_final| = {rep_q:.3g}, max |qd - qd_final| = {rep_v:.3g}",
@@ -355,13 +356,16 @@ def run(args) -> int:
     target = np.full(nq, np.nan)
     target[np.arange(nq) if full else tj] = qT
     from ..io.named import model_file
+    objective = ("objective of the kinematic transcription\n(augmented Lagrangian)" if o["shooting"] == "kinematic"
+                 else "objective (augmented Lagrangian)")
     _write(out, f"{name} ({model.name})", dt, Q, V, U, hist, cyc, lines, dof_labels(model), target,
-           closed if closed is not None else model, model_file(cfg["robot"]["name"]))
+           closed if closed is not None else model, model_file(cfg["robot"]["name"]), objective)
     print("\n".join(lines))
     return 0
 
 
-def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target, model, visuals=None):
+def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target, model, visuals=None,
+           objective="objective (augmented Lagrangian)"):
     import numpy as np
 
     from ..output import PLOTS_SKIPPED, plot_columns, plot_curve, position_columns, write_trajectory_csv
@@ -372,8 +376,7 @@ def _write(out, name, dt, Q, V, U, hist, cyc, lines, labels, target, model, visu
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, Q, V, Uf)
     animate(model, Q, os.path.join(out, "animation.html"), t=t, title=f"{name}: optimized trajectory",
             visuals=visuals)
-    plotted = plot_curve(os.path.join(out, "cost.png"), f"{name}: cost curve", hist, "iteration",
-                         "objective (augmented Lagrangian)")
+    plotted = plot_curve(os.path.join(out, "cost.png"), f"{name}: cost curve", hist, "iteration", objective)
     tree = getattr(model, "model", model)     # a ClosedModel's tree
     qs, ql = position_columns(tree, Q)
     plot_columns(os.path.join(out, "joints.png"), f"{name}: joint positions", t, qs,

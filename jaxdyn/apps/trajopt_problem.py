@@ -27,12 +27,13 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ..errors import ArgumentError, ShapeError
 from ..integrators.controllers import HeldLaw
 from ..integrators.rollout import Trajectory, rollout
 from ..integrators.steppers import STEPPERS
-from ..model.configuration import difference, normalize
+from ..model.configuration import difference, integrate, normalize
 
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=("model", "q0", "qd0", "dt", "running_cost", "terminal_cost", "tau_limit",
@@ -223,6 +224,41 @@ def single_shooting_cost(prob: Problem, Z, model=None):
     """J(Z) () of one rollout from (q0, qd0)."""
     tr = simulate(prob, Z, model)
     return integrated_running_cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
+
+
+def kinematic_rollout(prob: Problem, Z, model=None) -> Trajectory:
+    """The kinematic transcription of the acceleration parametrization: the accelerations Z
+    (steps, nv) held over each sample and integrated exactly,
+    ``q_k+1 = q_k (+) (dt qd_k + dt^2/2 Z_k)``, ``qd_k+1 = qd_k + dt Z_k`` (``(+)`` is
+    :func:`jaxdyn.integrate`), with the torques of inverse dynamics at the samples,
+    ``tau_k = rnea(q_k, qd_k, Z_k)`` (limited and masked as :func:`controls`), one batched
+    RNEA over the samples: no forward dynamics, a fraction of a rollout's cost.
+
+    It is :func:`simulate`'s held-torque rollout of the same Z up to the drift of the
+    acceleration within a sample (the torque is held, M(q) and h(q, qd) move): the two agree
+    on the first sample's acceleration and drift apart over the horizon (PUMA default
+    point-to-point, 100 samples of 20 ms: ~1 rad at the end), which the restoration of
+    :func:`jaxdyn.apps.trajopt.optimize` (``shooting="kinematic"``) removes.
+    Returns a :class:`jaxdyn.Trajectory` (``tau[-1]`` repeats ``tau[-2]``).
+    """
+    if prob.parametrization != "acceleration":
+        raise ArgumentError(f"the kinematic transcription needs parametrization='acceleration', "
+                            f"got {prob.parametrization!r}")
+    m = open_model(prob.model if model is None else model)
+    A = Z if prob.scale is None else jnp.broadcast_to(prob.scale, Z.shape) * Z
+    dt = prob.dt
+
+    def step(x, a):
+        q, v = x
+        return (normalize(m, integrate(m, q, dt * v + 0.5 * dt * dt * a)), v + dt * a), x
+
+    end, (Q, V) = lax.scan(step, (prob.q0, prob.qd0), A)
+    Q, V = jnp.concatenate([Q, end[0][None]]), jnp.concatenate([V, end[1][None]])
+    tau = jax.vmap(lambda q, v, a: _accel_law(m, prob.tau_limit, prob.actuation, a, None, q, v))(Q[:-1], V[:-1], A)
+    tau = jnp.concatenate([tau, tau[-1:]])
+    t = jnp.arange(prob.steps + 1, dtype=Q.dtype) * dt
+    ok = jnp.all(jnp.isfinite(Q)) & jnp.all(jnp.isfinite(V)) & jnp.all(jnp.isfinite(tau))
+    return Trajectory(t, Q, V, tau, jnp.int32(prob.steps), jnp.int32(0), ok)
 
 
 def _segments(prob, S):
