@@ -198,8 +198,8 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
         of on Z.  Where the arm moves within its torque limits this converges in a fraction
         of the rounds (PUMA point-to-point: 2 rounds to effort 3294.6, against 8 rounds to
         3320.2 without); where the plan's torques saturate their limits its double integrator
-        is a poor model (torque-limited double-pendulum swing-up, 8 rounds, 4 starts: effort
-        389 and terminal error 6.8e-3, against 122 and 2.7e-3 without).
+        is a poor model (torque-limited double-pendulum swing-up, 12 rounds, 4 starts: effort
+        351 and terminal error 6.7e-3, against 113 and 1.6e-4 without).
       progress: None or ``fn(round, iteration)`` called on the host after every round of the
         augmented Lagrangian (iteration = the round's last; progress bars).  Each round is
         one call of one compiled program (no host callback inside it, so JAX's persistent
