@@ -1,4 +1,5 @@
-"""Pieces the application tools share: the output folder of a command and optax's dtype promotion."""
+"""Pieces the application tools share: the output folder of a command, optax's dtype promotion
+and a pytree select."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,7 @@ import sys
 import tempfile
 
 import jax
+import jax.numpy as jnp
 
 from ..errors import ConfigError
 
@@ -62,3 +64,9 @@ def optax_promotion():
     floats to int32 powers, which ``jax_numpy_dtype_promotion="strict"`` rejects.  jaxdyn's
     code is strict-clean; its optax calls run under ``"standard"`` so strict users can call it."""
     return jax.numpy_dtype_promotion("standard")
+
+
+def tree_where(c, a, b):
+    """``jnp.where(c, x, y)`` leaf by leaf over two pytrees of one structure (c a bool scalar
+    or broadcastable to every leaf)."""
+    return jax.tree_util.tree_map(lambda x, y: jnp.where(c, x, y), a, b)

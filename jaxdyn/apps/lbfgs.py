@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
-from .common import optax_promotion
+from .common import optax_promotion, tree_where
 
 C1, C2 = 1e-4, 0.9
 """Sufficient-decrease and curvature constants of the strong Wolfe conditions."""
@@ -48,10 +48,6 @@ class Search(NamedTuple):
 
 def _vdot(a, b):
     return sum(jnp.vdot(x, y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)))
-
-
-def _where(c, a, b):
-    return jax.tree_util.tree_map(lambda x, y: jnp.where(c, x, y), a, b)
 
 
 def _axpy(t, d, x):
@@ -86,7 +82,7 @@ def search_update(st: Search, f, g, d, aux=None) -> Search:
     past = decrease & (s * (st.hi - t) >= 0)          # the minimum lies between the old lo and t
     hi = jnp.where(decrease, jnp.where(past, st.lo, st.hi), t)
     f_hi = jnp.where(decrease, jnp.where(past, st.f_lo, st.f_hi), jnp.where(finite, f, jnp.inf))
-    lo, f_lo, s_lo, g_lo, a_lo = _where(decrease, (t, f, s, g, aux), (st.lo, st.f_lo, st.s_lo, st.g_lo, st.a_lo))
+    lo, f_lo, s_lo, g_lo, a_lo = tree_where(decrease, (t, f, s, g, aux), (st.lo, st.f_lo, st.s_lo, st.g_lo, st.a_lo))
     h = hi - lo
     curv = (f_hi - f_lo - s_lo * h) / (h * h)                        # quadratic through lo and hi
     inner = jnp.where(jnp.isfinite(curv) & (curv > 0), lo - s_lo / (2 * jnp.where(curv > 0, curv, 1.0)),
@@ -94,7 +90,7 @@ def search_update(st: Search, f, g, d, aux=None) -> Search:
     a, b = jnp.minimum(lo, hi), jnp.maximum(lo, hi)
     inner = jnp.clip(inner, a + 0.1 * (b - a), b - 0.1 * (b - a))
     nxt = jnp.where(jnp.isinf(hi), 2.0 * t, inner)
-    last, a_last = _where(finite, ((t, f, g), aux), (st.last, st.a_last))
+    last, a_last = tree_where(finite, ((t, f, g), aux), (st.last, st.a_last))
     return Search(st.k + 1, jnp.where(done, t, nxt), f0, s0, lo, f_lo, s_lo, g_lo, hi, f_hi, last, done, a_lo, a_last)
 
 
@@ -106,13 +102,13 @@ def search_over(st: Search):
 def search_result(st: Search):
     """(t, f, g, ok) of an ended search: the Wolfe step (ok); else the best step satisfying
     sufficient decrease or, if none did, the latest finite one (as optax's zoom line search)."""
-    t, f, g = _where(st.done | (st.lo > 0), (st.lo, st.f_lo, st.g_lo), st.last)
+    t, f, g = tree_where(st.done | (st.lo > 0), (st.lo, st.f_lo, st.g_lo), st.last)
     return t, f, g, st.done
 
 
 def search_aux(st: Search):
     """The loss's auxiliary output at :func:`search_result`'s step."""
-    return _where(st.done | (st.lo > 0), st.a_lo, st.a_last)
+    return tree_where(st.done | (st.lo > 0), st.a_lo, st.a_last)
 
 
 class _Run(NamedTuple):
@@ -164,16 +160,16 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20, aux0=None):
         t, f_new, g_new, ok = search_result(st)
         x_new = _axpy(t, r.d, r.x)
         # the point the next direction starts from: x0 (first evaluation) or the step's end
-        xs, fs, gs, as_ = _where(r.started, (x_new, f_new, g_new, search_aux(st)), (r.x, f, g, a))
-        mem = r.memory._replace(params=_where(ok | ~r.started, r.memory.params, xs),
-                                updates=_where(ok | ~r.started, r.memory.updates, gs))
+        xs, fs, gs, as_ = tree_where(r.started, (x_new, f_new, g_new, search_aux(st)), (r.x, f, g, a))
+        mem = r.memory._replace(params=tree_where(ok | ~r.started, r.memory.params, xs),
+                                updates=tree_where(ok | ~r.started, r.memory.updates, gs))
         with optax_promotion():
             h, mem = direction.update(gs, mem, xs)
         descent = _vdot(gs, h) > 0
         d = jax.tree_util.tree_map(lambda a, b: -jnp.where(descent, a, b), h, gs)
         new = ended | ~r.started                      # a new search starts from xs along d
-        return _Run(r.k + ended.astype(r.k.dtype), jnp.asarray(True), _where(new, xs, r.x), _where(new, d, r.d),
-                    _where(new, search_start(fs, gs, d, 1.0, as_), st), _where(new, mem, r.memory),
+        return _Run(r.k + ended.astype(r.k.dtype), jnp.asarray(True), tree_where(new, xs, r.x), tree_where(new, d, r.d),
+                    tree_where(new, search_start(fs, gs, d, 1.0, as_), st), tree_where(new, mem, r.memory),
                     jnp.where(ended, r.hist.at[r.k].set(st.f0), r.hist) if steps else r.hist)
 
     r = lax.while_loop(lambda r: (r.k < steps) | ~r.started, body, run0)

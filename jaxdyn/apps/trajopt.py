@@ -54,7 +54,7 @@ from jax import lax
 from ..errors import ArgumentError, ShapeError
 from ..integrators.rollout import Trajectory, rollout
 from ..model.configuration import integrate
-from .common import optax_promotion
+from .common import optax_promotion, tree_where
 from .lbfgs import lbfgs_minimize
 from .trajopt_problem import (Problem as Problem, controls as controls, decision_from_torques as decision_from_torques,
                               integrated_running_cost, kinematic_rollout as kinematic_rollout, multiple_shooting,
@@ -103,10 +103,6 @@ def _run(f, opt, params, iterations, lbfgs, memory_size, aux0):
 
     (params, _), hist = lax.scan(step, (params, state), jnp.arange(iterations))
     return params, hist, None
-
-
-def _where(c, a, b):
-    return jax.tree_util.tree_map(lambda x, y: jnp.where(c, x, y), a, b)
 
 
 def _pack(J, d):
@@ -341,7 +337,7 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
             best, Z_try = carry
             new = (Z_try,) + outcome(prob, Z_try)
             cmax = lambda c: jnp.max(jnp.abs(c), initial=0.0)
-            best = _where((k == 0) | (cmax(new[3]) < cmax(best[3])), new, best)
+            best = tree_where((k == 0) | (cmax(new[3]) < cmax(best[3])), new, best)
             return best, pre.correct(Z_try, new[3])
 
         init = jax.tree_util.tree_map(jnp.zeros_like, jax.eval_shape(lambda Z: (Z,) + outcome(prob, Z), Z))
