@@ -221,12 +221,12 @@ def optimize(prob: Problem, Z0=None, *, shooting="single", optimizer="lbfgs", it
         raise ArgumentError(f"prob must be a trajopt Problem (jaxdyn.apps.trajopt.problem), got {type(prob).__name__}")
     if shooting not in ("single", "multiple", "kinematic"):
         raise ArgumentError(f"shooting must be 'single', 'multiple' or 'kinematic', got {shooting!r}")
-    if shooting == "kinematic" and (prob.parametrization != "acceleration" or prob.actuation is not None
-                                    or open_model(prob.model) is not prob.model):
+    closed = open_model(prob.model) is not prob.model
+    if shooting == "kinematic" and (prob.parametrization != "acceleration" or prob.actuation is not None or closed):
         raise ArgumentError("shooting='kinematic' needs the acceleration parametrization of a fully actuated "
                             f"open chain (got parametrization {prob.parametrization!r}"
                             + (", an actuation mask" if prob.actuation is not None else "")
-                            + (", a closed model" if open_model(prob.model) is not prob.model else "") + ")")
+                            + (", a closed model" if closed else "") + ")")
     if defects not in ("al", "penalty"):
         raise ArgumentError(f"defects must be 'al' or 'penalty', got {defects!r}")
     shape = (prob.steps, prob.nv)
@@ -263,6 +263,7 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
     new data (targets, initial states, weights, limits) reuse them."""
     opt = _make_optimizer(optimizer, learning_rate)
     lbfgs = optimizer == "lbfgs"
+    rounds_on = kinematic_rollout if shooting == "kinematic" else simulate     # the rounds' transcription
     S = segments
 
     def mean(fn):
@@ -279,15 +280,15 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
         return prob.terminal_constraint(q, qd)
 
     def single_terms(Z, prob, m, transcribe=simulate):
-        """(rollout, J, c) of single-shooting Z on the model m (``kinematic_rollout``: of the
-        kinematic transcription)."""
+        """(rollout, J, c) of single-shooting Z on the model m (``transcribe=kinematic_rollout``:
+        of the kinematic transcription)."""
         tr = transcribe(prob, Z, m)
         J = integrated_running_cost(prob, tr) + prob.terminal_cost(tr.q[-1], tr.qd[-1])
         return tr, J, psi(prob, tr.q[-1], tr.qd[-1])
 
     def terms_one(p, prob, m):
         if shooting != "multiple":
-            return _pack(*single_terms(p, prob, m, simulate if shooting == "single" else kinematic_rollout)[1:])
+            return _pack(*single_terms(p, prob, m, rounds_on)[1:])
         J, d, qN, qdN = multiple_shooting(prob, p, S, m)
         return _pack(J, jnp.concatenate([psi(prob, qN, qdN), d.ravel()]))
 

@@ -187,11 +187,16 @@ def _accel_law(model, tau_limit, actuation, z, t, q, qd):
     return _limit(tau_limit, actuation, rnea(model, q, qd, z))
 
 
+def _scaled(prob: Problem, Z):
+    """s Z (``prob.scale`` s, if any)."""
+    return Z if prob.scale is None else jnp.broadcast_to(prob.scale, Z.shape) * Z
+
+
 def controls(prob: Problem, Z, model=None):
     """What :func:`jaxdyn.rollout` applies for decision variables Z (steps, nv): the held
     torques U (steps, nv) (torque parametrization) or a :class:`jaxdyn.HeldLaw`
     (acceleration parametrization)."""
-    U = Z if prob.scale is None else jnp.broadcast_to(prob.scale, Z.shape) * Z
+    U = _scaled(prob, Z)
     if prob.parametrization == "torque":
         return _limit(prob.tau_limit, prob.actuation, U)
     m = open_model(prob.model if model is None else model)
@@ -245,7 +250,7 @@ def kinematic_rollout(prob: Problem, Z, model=None) -> Trajectory:
         raise ArgumentError(f"the kinematic transcription needs parametrization='acceleration', "
                             f"got {prob.parametrization!r}")
     m = open_model(prob.model if model is None else model)
-    A = Z if prob.scale is None else jnp.broadcast_to(prob.scale, Z.shape) * Z
+    A = _scaled(prob, Z)
     dt = prob.dt
 
     def step(x, a):
