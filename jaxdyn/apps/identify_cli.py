@@ -219,7 +219,7 @@ def run(args) -> int:
     for x in lim_lines:
         print(f"warning: excitation {x}", file=sys.stderr)
     Y = np.asarray(si.regressors(true, jnp.asarray(Qm), jnp.asarray(QDm), jnp.asarray(QDDm), terms))
-    tau_fit = TAU - np.asarray(jax.vmap(lambda v, a: jt.joint_torque(true, v, a, known))(QDm, QDDm))  # known terms
+    tau_fit = TAU - np.asarray(jax.jit(jax.vmap(lambda v, a: jt.joint_torque(true, v, a, known)))(QDm, QDDm))
     base = si.base_parameters(Y.reshape(-1, Y.shape[-1]))
     if Y.shape[0] * Y.shape[1] <= base0.rank:
         raise ConfigError(f"{name}: {source}: {Y.shape[0]} samples give {Y.shape[0] * Y.shape[1]} equations for "
@@ -238,7 +238,7 @@ def run(args) -> int:
               "noise, their parameters are poorly determined (least squares can end worse than the start); "
               "excite them more or lower the noise", file=sys.stderr)
     print(f"consistent refinement ({es['steps']} L-BFGS steps on log-Cholesky parameters) ...", file=sys.stderr)
-    theta0 = np.asarray(jaxdyn.log_cholesky_parameters(start))
+    theta0 = np.asarray(jax.jit(jaxdyn.log_cholesky_parameters)(start))
     fixed = ~np.isfinite(theta0).all(1)        # massless / flat bodies: kept at the start's values
     fit = si.identify_consistent(Y, tau_fit, theta0, weights=w, steps=es["steps"], fixed=fixed,
                                  pi_fixed=pi_start[lay.inertial], prior=pi_start if es["prior_weight"] > 0 else None,

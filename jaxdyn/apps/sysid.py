@@ -40,7 +40,20 @@ from .lbfgs import lbfgs_minimize
 
 def inertial_parameters(model):
     """pi (10 nb,): the model's inertial parameters (see the module docstring)."""
+    return _inertial_parameters(model)
+
+
+@jax.jit
+def _inertial_parameters(model):
+    """:func:`inertial_parameters` as one program (not an XLA compile per array operation when
+    called outside a trace)."""
     return jax.vmap(sp.inertia.to_vector)(body_inertias(model)).reshape(-1)
+
+
+@jax.jit
+def _mass_com_inertia(P):
+    """(m (n,), c (n, 3), Ic (n, 3, 3) about the COM) of parameter rows P (n, 10), as one program."""
+    return jax.vmap(lambda p: sp.inertia.to_mcI(sp.inertia.from_vector(p)))(P)
 
 
 def with_inertial_parameters(model, pi):
@@ -49,13 +62,18 @@ def with_inertial_parameters(model, pi):
     pi = jnp.asarray(pi)
     if pi.shape != (10 * model.nb,):
         raise ShapeError(f"pi must have shape (10 nb,) = ({10 * model.nb},) for model {model.name!r}, got {pi.shape}")
-    m, c, Ic = jax.vmap(lambda p: sp.inertia.to_mcI(sp.inertia.from_vector(p)))(pi.reshape(model.nb, 10))
+    m, c, Ic = _mass_com_inertia(pi.reshape(model.nb, 10))
     return model.replace(mass=m, com=c, inertia=Ic)
 
 
 def parameters(model, terms=()):
     """x (p,): the inertial parameters and the joint ``terms``' coefficients of the model in
     the order of :func:`jaxdyn.apps.joint_terms.layout` (terms = (): x == pi)."""
+    return _parameters(model, jt.check_terms(terms))
+
+
+@partial(jax.jit, static_argnames="terms")
+def _parameters(model, terms):
     lay = jt.layout(model, terms)
     x = jnp.zeros(lay.p, model.mass.dtype).at[lay.inertial].set(inertial_parameters(model))
     return x.at[lay.joint].set(jt.joint_parameters(model, lay.terms))
@@ -189,7 +207,7 @@ def consistency_report(model, pi):
     """Per body: (mass, smallest principal moment about the COM, triangle margin
     min(I1 + I2 - I3) over permutations).  A physical body has all three > 0 (>= 0 for the
     moments of a flat body).  Returns a NumPy array (nb, 3)."""
-    m, _, Ic = jax.vmap(lambda p: sp.inertia.to_mcI(sp.inertia.from_vector(p)))(jnp.asarray(pi).reshape(model.nb, 10))
+    m, _, Ic = _mass_com_inertia(jnp.asarray(pi).reshape(model.nb, 10))
     lam = np.linalg.eigvalsh(0.5 * (np.asarray(Ic) + np.swapaxes(np.asarray(Ic), -1, -2)))
     tri = lam[:, 0] + lam[:, 1] - lam[:, 2]
     return np.stack([np.asarray(m), lam[:, 0], tri], 1)

@@ -295,7 +295,7 @@ def run(args) -> int:
 
     def miss(q, qd):
         """(max |q - q_final|, max |qd - qd_final|) of a final state."""
-        r = np.abs(np.asarray(psi(jnp.asarray(q), jnp.asarray(qd))))
+        r = np.abs(np.asarray(jax.jit(psi)(jnp.asarray(q), jnp.asarray(qd))))
         return float(r[:r.size - len(qdT)].max()), float(r[r.size - len(qdT):].max())
 
     err_q, err_v = miss(Q[-1], V[-1])
@@ -334,8 +334,9 @@ def run(args) -> int:
         lines.append(f"constraint drift: max |residual| = {np.abs(drift).max():.3g}")
     if cfg["compare"]["cycloidal"] and nq == nv and closed is None and full:
         # the torques computed torque applies on the cycloid, tracked from its start: RNEA along it
-        qc, vc, ac = jax.vmap(jaxdyn.integrators.cycloidal(q0, qT, steps * dt))(jnp.asarray(dt * np.arange(steps)))
-        cyc = np.asarray(jax.vmap(jaxdyn.rnea, (None, 0, 0, 0))(model, qc, vc, ac))
+        path = jax.vmap(jaxdyn.integrators.cycloidal(q0, qT, steps * dt))
+        cyc = np.asarray(jax.jit(lambda ts: jax.vmap(jaxdyn.rnea, (None, 0, 0, 0))(model, *path(ts)))(
+            jnp.asarray(dt * np.arange(steps))))
         Jc = float(to.effort(cyc, dt))
         lines.append(f"cycloidal (Saha eq. 18, inverse dynamics along it): effort {Jc:.6g}; "
                      f"optimized / cycloidal = {J / Jc:.3f}")
