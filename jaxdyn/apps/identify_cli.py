@@ -190,7 +190,7 @@ def run(args) -> int:
     lay = jt.layout(true, terms)
     t_wall = time.time()
     print(f"jaxdyn identify {name}: robot {true.name} (nb={true.nb}, {lay.p} parameters)", file=sys.stderr)
-    t = jnp.arange(int(round(e["T"] / e["dt"])), dtype=float) * e["dt"]
+    t = jnp.asarray(np.arange(int(round(e["T"] / e["dt"]))) * e["dt"])
     f = si.fourier_excitation(true, jax.random.PRNGKey(e["seed"]), e["harmonics"], e["period"], e["amplitude"])
     Q, QD, QDD = si.sample_fourier(f, t)
     W0 = np.asarray(si.stacked_regressor(true, Q, QD, QDD, terms))
@@ -200,8 +200,9 @@ def run(args) -> int:
     if e["optimize_steps"]:
         print(f"optimizing the excitation ({e['optimize_steps']} Adam steps on log cond) ...", file=sys.stderr)
         f, cond_hist = si.optimize_excitation(true, f, t[::4], base0, steps=e["optimize_steps"], terms=terms)
+        cond_hist = np.array(cond_hist)
         Q, QD, QDD = si.sample_fourier(f, t)
-        cond_hist = cond_hist.at[-1].set(si.condition_number(si.stacked_regressor(true, Q, QD, QDD, terms), base0))
+        cond_hist[-1] = si.condition_number(si.stacked_regressor(true, Q, QD, QDD, terms), base0)
     rngs = np.random.default_rng(nz["seed"])
     pi_true = np.asarray(si.parameters(true, terms))
     if "file" in cfg.get("data", {}):
@@ -249,7 +250,7 @@ def run(args) -> int:
     # held-out excitation
     fv = si.fourier_excitation(true, jax.random.PRNGKey(cfg["validation"]["seed"]), e["harmonics"], e["period"],
                                e["amplitude"])
-    tv = jnp.arange(int(round(cfg["validation"]["T"] / e["dt"])), dtype=float) * e["dt"]
+    tv = jnp.asarray(np.arange(int(round(cfg["validation"]["T"] / e["dt"]))) * e["dt"])
     Qv, QDv, QDDv = si.sample_fourier(fv, tv)
     Yv = np.asarray(si.regressors(true, Qv, QDv, QDDv, terms))
     tv_true = np.einsum("nip,p->ni", Yv, pi_true)

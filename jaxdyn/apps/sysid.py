@@ -86,6 +86,13 @@ def with_parameters(model, x, terms=()):
     if x.shape != (lay.p,):
         raise ShapeError(f"x must have shape (10 nb + {len(lay.terms)} nv,) = ({lay.p},) for model {model.name!r} "
                          f"and terms {lay.terms}, got {x.shape}")
+    return _with_parameters(model, x, lay.terms)
+
+
+@partial(jax.jit, static_argnames="terms")
+def _with_parameters(model, x, terms):
+    """:func:`with_parameters` (x checked) as one program."""
+    lay = jt.layout(model, terms)
     return jt.with_joint_parameters(with_inertial_parameters(model, x[lay.inertial]), x[lay.joint], lay.terms)
 
 
@@ -247,55 +254,57 @@ def identify_consistent(Y, tau, theta0, weights=None, prior=None, prior_weight=0
         raise ShapeError(f"need Y (N, nv, p = {'10 nb' if layout is None else 'layout.p'}), tau (N, nv), "
                          f"theta0 (nb, 10); got {Y.shape}, {tau.shape}, {theta0.shape}"
                          + ("" if layout is None else f", layout.p = {layout.p}, {len(layout.inertial) // 10} bodies"))
-    free = jnp.ones(nb, bool) if fixed is None else ~jnp.asarray(fixed, bool)
+    free = np.ones(nb, bool) if fixed is None else ~np.asarray(fixed, bool)
     if free.shape != (nb,):
         raise ShapeError(f"fixed must be (nb,) = ({nb},), got {free.shape}")
-    if not bool(jnp.all(free)) and pi_fixed is None:
+    if not free.all() and pi_fixed is None:
         raise ArgumentError("fixed bodies need pi_fixed (10 nb,): their parameters")
     pf = jnp.zeros(10 * nb, theta0.dtype) if pi_fixed is None else jnp.asarray(pi_fixed, theta0.dtype)
     if pf.shape != (10 * nb,):
         raise ShapeError(f"pi_fixed must be (10 nb,) = ({10 * nb},), got {pf.shape}")
-    bad = ~jnp.all(jnp.isfinite(theta0), axis=1) & free
-    if bool(jnp.any(bad)):
-        raise ArgumentError(f"theta0 rows {np.flatnonzero(np.asarray(bad)).tolist()} are not finite (bodies without a "
+    bad = ~np.all(np.isfinite(np.asarray(theta0)), axis=1) & free
+    if bad.any():
+        raise ArgumentError(f"theta0 rows {np.flatnonzero(bad).tolist()} are not finite (bodies without a "
                             "positive-definite pseudo-inertia, e.g. massless): mark them fixed and give pi_fixed")
-    theta0 = jnp.where(free[:, None], theta0, 0.0)
-    w = jnp.ones(Y.shape[1]) if weights is None else jnp.asarray(weights)
-    # the loss |W x - t|^2 / n (+ the prior's rows) in square-root form |R x - z|^2 + e, with
-    # W = Q R (Q^T Q = I), z = Q^T t and e = |t|^2 - |z|^2 (the residual no x explains): its
-    # rounding scales with the loss itself, not with |t|^2 (the expanded x A x - 2 b x + c
-    # loses the last digits of a small loss to cancellation)
-    n = Y.shape[0] * Y.shape[1]
-    W = (Y * w[None, :, None]).reshape(n, p) / np.sqrt(n)
-    t = (tau * w[None, :]).reshape(n) / np.sqrt(n)
-    if prior is not None:
-        r = prior_weight / np.sqrt(p)
-        W = jnp.concatenate([W, r * jnp.eye(p, dtype=W.dtype)])
-        t = jnp.concatenate([t, r * jnp.asarray(prior, W.dtype)])
-    Qw, R = jnp.linalg.qr(W)
-    z = Qw.T @ t
-    e = jnp.maximum(t @ t - z @ z, 0.0)                     # >= 0 (rounding aside)
-    A, b = R.T @ R, R.T @ z                                  # the normal equations (variable projection)
-    free10 = jnp.repeat(free, 10)
+    w = jnp.ones(Y.shape[1], Y.dtype) if weights is None else jnp.asarray(weights)
+    prior = None if prior is None else jnp.asarray(prior, Y.dtype)
     ii = np.arange(10 * nb) if layout is None else layout.inertial
     jj = np.zeros(0, int) if layout is None else layout.joint
-    Ajj_pinv = jnp.linalg.pinv(A[jj][:, jj]) if len(jj) else jnp.zeros((0, 0), A.dtype)
-
-    def params(th):
-        pi = jnp.where(free10, parameters_from_log_cholesky(jnp.where(free[:, None], th, theta0)), pf)
-        xj = Ajj_pinv @ (b[jj] - A[jj][:, ii] @ pi)          # optimal joint terms for this pi
-        return jnp.zeros(p, pi.dtype).at[ii].set(pi).at[jj].set(xj)
-
-    def loss(th):
-        res = R @ params(th) - z
-        return res @ res + e
 
     @jax.jit
-    def run(th):
-        th, hist = lbfgs_minimize(loss, th, steps)
+    def run(theta0, Y, tau, w, pf, prior):         # one program: the setup and the L-BFGS loop
+        theta0 = jnp.where(free[:, None], theta0, 0.0)
+        # the loss |W x - t|^2 / n (+ the prior's rows) in square-root form |R x - z|^2 + e, with
+        # W = Q R (Q^T Q = I), z = Q^T t and e = |t|^2 - |z|^2 (the residual no x explains): its
+        # rounding scales with the loss itself, not with |t|^2 (the expanded x A x - 2 b x + c
+        # loses the last digits of a small loss to cancellation)
+        n = Y.shape[0] * Y.shape[1]
+        W = (Y * w[None, :, None]).reshape(n, p) / np.sqrt(n)
+        t = (tau * w[None, :]).reshape(n) / np.sqrt(n)
+        if prior is not None:
+            r = prior_weight / np.sqrt(p)
+            W = jnp.concatenate([W, r * jnp.eye(p, dtype=W.dtype)])
+            t = jnp.concatenate([t, r * prior])
+        Qw, R = jnp.linalg.qr(W)
+        z = Qw.T @ t
+        e = jnp.maximum(t @ t - z @ z, 0.0)                     # >= 0 (rounding aside)
+        A, b = R.T @ R, R.T @ z                                  # the normal equations (variable projection)
+        free10 = jnp.repeat(free, 10)
+        Ajj_pinv = jnp.linalg.pinv(A[jj][:, jj]) if len(jj) else jnp.zeros((0, 0), A.dtype)
+
+        def params(th):
+            pi = jnp.where(free10, parameters_from_log_cholesky(jnp.where(free[:, None], th, theta0)), pf)
+            xj = Ajj_pinv @ (b[jj] - A[jj][:, ii] @ pi)          # optimal joint terms for this pi
+            return jnp.zeros(p, pi.dtype).at[ii].set(pi).at[jj].set(xj)
+
+        def loss(th):
+            res = R @ params(th) - z
+            return res @ res + e
+
+        th, hist = lbfgs_minimize(loss, theta0, steps)
         return jnp.where(free[:, None], th, jnp.nan), params(th), hist
 
-    return ConsistentFit(*run(theta0))
+    return ConsistentFit(*run(theta0, Y, tau, w, pf, prior))
 
 
 def simulation_error(model, theta, q0, qd0, U, dt, Q_meas, stepper="rk4", free=None):
