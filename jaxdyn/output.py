@@ -177,7 +177,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
             title=f"{cfg['name']} ({model.name})", visuals=model_file(cfg["robot"]["name"]))
     files = ["trajectory.csv", "animation.html"]
     forced = traj_fn is not None
-    qdes = np.asarray(jax.vmap(lambda tt: traj_fn(tt)[0])(t)) if forced else None
+    qdes = np.asarray(jax.jit(jax.vmap(lambda tt: traj_fn(tt)[0]))(t)) if forced else None
 
     def panels(title, series, ylabel, fname, desired=None):
         """One panel per column (Figs. 4-6): series (steps + 1, n), optional dashed desired."""
@@ -196,7 +196,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     if plt is not None and model.frame_names:  # the DH "ee" frame, else the last body
         name = "ee" if "ee" in model.frame_names else model.body_names[-1]
         fid = model.frame_id(name)
-        pos = jax.vmap(lambda qq: jaxdyn.frame_pose(model, qq, fid)[1])
+        pos = jax.jit(jax.vmap(lambda qq: jaxdyn.frame_pose(model, qq, fid)[1]))
         ee = np.asarray(pos(q))
         fig, axs = plt.subplots(1, 3, figsize=(12, 3.2))
         fig.suptitle(f"{cfg['name']} ({model.name}): position of frame '{name}' in the world frame")
@@ -227,8 +227,8 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         fig.savefig(os.path.join(out, "drift.png"), dpi=90)
         plt.close(fig)
         files.append("drift.png")
-    kin, pot = (np.asarray(x) for x in jax.vmap(lambda a, b: (jaxdyn.kinetic_energy(model, a, b),
-                                                               jaxdyn.potential_energy(model, a)))(q, v))
+    kin, pot = (np.asarray(x) for x in jax.jit(jax.vmap(lambda a, b: (jaxdyn.kinetic_energy(model, a, b),
+                                                                       jaxdyn.potential_energy(model, a))))(q, v))
     E = kin + pot
     scale = max(1e-300, np.max(kin), np.max(np.abs(pot - pot[0])))    # the energy exchanged in the run
     d = np.asarray(model.damping, float)

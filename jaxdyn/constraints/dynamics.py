@@ -177,9 +177,9 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
         get = contact_frames(cm, q, qd)
         K = jacobian_of(cm, get)
         rhs = rows_target(cm, get, qd, K, stabilization)
-        A = delassus(cm, q)
-        eps = prox_eps(jnp.diagonal(A))
         M = crba(model, q)
+        A = K @ jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(M), True), K.T)   # K M^-1 K^T from the same M
+        eps = prox_eps(jnp.diagonal(A))
         h = rnea(model, q, qd, jnp.zeros_like(qd)) + model.damping * qd
         nv, mm = model.nv, K.shape[0]
         Z = jnp.block([[M, K.T], [K, -jnp.diag(eps)]])
