@@ -302,9 +302,9 @@ def entry(argv=None):
     """The ``jaxdyn`` command: runs :func:`main` and ends the process with its exit status by
     ``os._exit`` once stdout and stderr are flushed (every output file is closed by then).
     Finalizing the interpreter would only tear down what the command built (JAX's backend,
-    its traces, matplotlib), about half a second; and after Ctrl-C (exit 130, output folder
-    already removed) XLA's compiler threads may still be running, and finalizing the
-    interpreter under them can crash (seen: SIGSEGV at exit after the "interrupted" line)."""
+    its traces, matplotlib); and after Ctrl-C (exit 130, output folder already removed) XLA's
+    compiler threads may still be running, and finalizing the interpreter under them can
+    crash (seen: SIGSEGV at exit after the "interrupted" line)."""
     code = main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
