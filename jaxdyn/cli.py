@@ -309,7 +309,6 @@ def entry(argv=None):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-    return code
 
 
 if __name__ == "__main__":
