@@ -50,6 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..batching import crba, rnea
+from ..dynamics.forward import tree_dof_masks, tree_solve
 from ..errors import ArgumentError, ModelError
 from ..model.configuration import integrate
 from ..model.model import cast, check_state, state_dtype
@@ -178,7 +179,7 @@ def _constrained_forward_dynamics(cm, q, qd, tau, method, stabilization):
         K = jacobian_of(cm, get)
         rhs = rows_target(cm, get, qd, K, stabilization)
         M = crba(model, q)
-        A = K @ jax.scipy.linalg.cho_solve((jnp.linalg.cholesky(M), True), K.T)   # K M^-1 K^T from the same M
+        A = K @ tree_solve(M, K.T, tree_dof_masks(model))      # K M^-1 K^T from the same M
         eps = prox_eps(jnp.diagonal(A))
         h = rnea(model, q, qd, jnp.zeros_like(qd)) + model.damping * qd
         nv, mm = model.nv, K.shape[0]

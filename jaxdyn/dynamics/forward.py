@@ -21,9 +21,12 @@ def tree_dof_masks(model: Model) -> np.ndarray:
 
 
 def tree_solve(M, b, masks):
-    """x = M^-1 b for M (nv, nv) block diagonal over the trees ``masks`` (T, nv): one Cholesky
-    factorization per tree; a block that is not positive definite gives NaN on its dofs."""
+    """x = M^-1 b for M (nv, nv) block diagonal over the trees ``masks`` (T, nv) and b (nv,) or
+    (nv, k) (k right sides): one Cholesky factorization per tree; a block that is not
+    positive definite gives NaN on its dofs."""
     cho_solve = jax.scipy.linalg.cho_solve
+    if b.ndim == 2 and masks.shape[0] > 1:
+        return jax.vmap(lambda c: tree_solve(M, c, masks), 1, 1)(b)
     if masks.shape[0] == 1:
         return cho_solve((jnp.linalg.cholesky(M), True), b)
     inside = masks[:, :, None] * masks[:, None, :] > 0
