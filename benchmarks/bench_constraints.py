@@ -45,7 +45,7 @@ def main():
     import pinocchio as pin
 
     import jaxdyn
-    from conftest import ROBOTS_DIR, URDFS
+    from helpers import ROBOTS_DIR, URDFS
     from pinutil import to_pinocchio
     from pinutil import pin_twin_constraints
     from test_constraints import world_contacts

@@ -72,18 +72,15 @@ def check_f_ext(model: Model, f_ext, frame):
         raise ValueError(f"f_ext_frame must be 'local' or 'world', got {frame!r}")
 
 
-SMALL_SPD = 8
-"""Largest matrix inverted by :func:`pd_inverse`'s unrolled Cholesky (joint pivots are at most
-6 x 6).  Larger ones go through LAPACK."""
-
-
 def spd_inverse_components(D):
     """Inverse of SPD matrices D (n, n, ...) (component-first: the matrix on the leading axes,
-    any batch after them), n <= SMALL_SPD, by a Cholesky factorization written out over its
+    any batch after them), for the small per-body pivots of the tree sweeps (a joint's, at most
+    6 x 6), by a Cholesky factorization written out over its
     columns: L[j:, j] = (D[j:, j] - sum_k<j L[j:, k] L[j, k]) / L[j, j], then X = L^-1 row by
     row by forward substitution and D^-1 = X^T X.  Every step is an elementwise operation on
-    a column or a row (the batch as its vector lanes): O(n^2) operations in the program, no
-    LAPACK call.  A pivot that is not positive (non-PD D) gives NaN."""
+    a column or a row (the batch as its vector lanes): no LAPACK call inside a sweep, but
+    O(n^3) operations in the program (a 6 x 6 one compiles 3x longer than
+    :func:`pd_inverse`).  A pivot that is not positive (non-PD D) gives NaN."""
     n = D.shape[0]
     if n == 0:
         return D
@@ -111,10 +108,9 @@ def spd_inverse_components(D):
 
 
 def pd_inverse(D):
-    """Inverse of SPD matrices D (..., n, n) via Cholesky; NaN if D is not positive definite.
-    n <= SMALL_SPD: unrolled (:func:`spd_inverse_components`); larger: LAPACK."""
-    if D.shape[-1] <= SMALL_SPD:
-        return jnp.moveaxis(spd_inverse_components(jnp.moveaxis(D, (-2, -1), (0, 1))), (0, 1), (-2, -1))
+    """Inverse of SPD matrices D (..., n, n) by Cholesky (LAPACK), D^-1 = L^-T L^-1; NaN if D is
+    not positive definite.  For the operators of the constrained solvers (a few per call); the
+    joint pivots inside the tree sweeps use :func:`spd_inverse_components`."""
     L = jnp.linalg.cholesky(D)
     ok = jnp.all(jnp.diagonal(L, axis1=-2, axis2=-1) > 0, axis=-1)[..., None, None]
     Li = jax.scipy.linalg.solve_triangular(L, jnp.broadcast_to(jnp.eye(D.shape[-1], dtype=D.dtype), D.shape),

@@ -62,7 +62,7 @@ from ..model.model import Model, check_state
 from ..tree import backward_sweep_with_parent, forward_sweep_with_siblings, sum_over_children
 from ..kinematics import joint_transforms
 from ..kinematics.bodies import bodies
-from .common import body_inertia_matrices, gravity_acceleration, pd_inverse
+from .common import body_inertia_matrices, gravity_acceleration, spd_inverse_components
 from .registry import register_method
 from .slots import bias_terms, dof_mask, padded, per_body, scatter_dofs
 
@@ -87,12 +87,12 @@ def _path1_step(acc, acc_p, x, keep=None):
     Ip, gp = acc_p
     X6, Xf, S, pad, c, root, a0 = x
     U = IA @ S
-    Dinv = pd_inverse(S.T @ U + jnp.diag(pad))
+    Dinv = spd_inverse_components(S.T @ U + jnp.diag(pad))
     eye = jnp.eye(6, dtype=IA.dtype)
     Mt = IA - U @ Dinv @ U.T
     N = eye - U @ Dinv @ S.T
     Jp = Xf @ jnp.where(root, eye, Ip) @ Xf.T
-    R = pd_inverse(Jp + Mt)
+    R = spd_inverse_components(Jp + Mt)
     n_root = Mt @ (c + X6 @ a0) - N @ g
     n_part = jnp.where(root, n_root, Jp @ R @ (Mt @ c - N @ g) + Mt @ R @ (Xf @ gp))
     Q = jnp.where(root, 0.0, Mt @ R @ Xf)            # M_c X Psi_p (Psi_p = 0 for the world), (47)
