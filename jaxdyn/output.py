@@ -88,6 +88,20 @@ def pyplot():
     return plt
 
 
+def inch_margins(fig, left=1.05, right=0.2, bottom=0.55, top=0.3, wspace=1.1, hspace=0.7, title=None):
+    """Place a figure's subplot grid by margins and gaps in inches, and its ``title`` (if any)
+    0.12 in below the top edge: a fixed layout (the figure sizes of the CLIs scale with their
+    panel counts, so the margins that fit the tick and axis labels are constant, and drawing
+    skips matplotlib's layout solvers, which measure every tick label before drawing)."""
+    w, h = fig.get_size_inches()
+    if title is not None:
+        fig.suptitle(title, y=1 - 0.12 / h, va="top")
+    (rows, cols) = fig.axes[0].get_subplotspec().get_gridspec().get_geometry() if fig.axes else (1, 1)
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h,
+                        wspace=wspace * cols / max(w - left - right - wspace * (cols - 1), 1e-3),
+                        hspace=hspace * rows / max(h - top - bottom - hspace * (rows - 1), 1e-3))
+
+
 def steady_axis(ax, *ys):
     """Give a panel whose curves ``ys`` are constant up to round-off (span below 1e-9 of their
     magnitude, at least 1e-9) a fixed window of +-1e-3 (relative, at least 1e-3) around their
@@ -114,8 +128,8 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
     ncol = series.shape[1]
     cols = 3 if ncol > 3 else max(ncol, 1)
     rows = max(int(np.ceil(ncol / cols)), 1)
-    fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False, layout="constrained")
-    fig.suptitle(title)
+    fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    inch_margins(fig, top=0.5, title=title)
     axs = axs.ravel()
     for j in range(ncol):
         axs[j].plot(t, series[:, j], label=label)
@@ -150,7 +164,7 @@ def plot_curve(path, title, y, xlabel, ylabel):
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+    inch_margins(fig, left=1.3, top=0.4)           # room for a two-line label beside log ticks
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return True
@@ -199,7 +213,6 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         pos = jax.jit(jax.vmap(lambda qq: jaxdyn.frame_pose(model, qq, fid)[1]))
         ee = np.asarray(pos(q))
         fig, axs = plt.subplots(1, 3, figsize=(12, 3.2))
-        fig.suptitle(f"{cfg['name']} ({model.name}): position of frame '{name}' in the world frame")
         ee_d = np.asarray(pos(qdes)) if forced else None
         for k, lab in enumerate("XYZ"):
             axs[k].plot(t, ee[:, k], label="simulated")
@@ -210,7 +223,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
             steady_axis(axs[k], ee[:, k], *([] if ee_d is None else [ee_d[:, k]]))
             axs[k].grid(alpha=0.3)
         axs[0].legend(fontsize=7)
-        fig.tight_layout()
+        inch_margins(fig, top=0.45, title=f"{cfg['name']} ({model.name}): position of frame '{name}' in the world frame")
         fig.savefig(os.path.join(out, "ee.png"), dpi=90)
         plt.close(fig)
         files.append("ee.png")
@@ -223,7 +236,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         stab = cfg["simulation"].get("stabilization")
         ax.set_title(f"{cfg['name']}: constraint drift (Baumgarte {stab if stab else 'off'})")
         ax.grid(alpha=0.3)
-        fig.tight_layout()
+        inch_margins(fig, top=0.4)
         fig.savefig(os.path.join(out, "drift.png"), dpi=90)
         plt.close(fig)
         files.append("drift.png")
