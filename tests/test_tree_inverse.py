@@ -1,10 +1,12 @@
 """tree_spd_inverse (nested Schur complements over a tree's branches) against numpy's inverse
 on matrices with branch-induced sparsity: trees numbered depth-first and breadth-first (a
 permuted result), multi-dof bodies, a forest, a batch, and NaN on a tree that is not
-positive definite on its rows and columns (the other tree's block stays exact)."""
+positive definite on its rows and columns (the other tree's block stays exact); the dense SPD
+inverses beneath them (pd_inverse, spd_inverse_components) likewise."""
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdyn.dynamics.common import pd_inverse, spd_inverse_components
 from jaxdyn.dynamics.tree_inverse import branches, tree_spd_inverse
 
 
@@ -85,3 +87,26 @@ def test_tree_inverse_of_no_dofs():
     assert branches(np.zeros((0, 0), int), np.zeros((0, 0), int)) == ()
     assert tree_spd_inverse(jnp.zeros((0, 0)), ()).shape == (0, 0)
     assert tree_spd_inverse(jnp.zeros((0, 0, 3)), ()).shape == (0, 0, 3)
+
+
+def test_dense_spd_inverses_against_numpy():
+    """pd_inverse (LAPACK Cholesky, matrices on the last axes) and spd_inverse_components (the
+    unrolled pivots of the sweeps, matrices on the first axes, batch last) equal numpy's inverse
+    for n = 1, 3, 6 (a scalar, a ball joint, a free joint), one matrix and a batch, and give NaN for a matrix that is not positive
+    definite (the other batch members stay exact)."""
+    rng = np.random.default_rng(3)
+    for n in (1, 3, 6):
+        X = rng.normal(size=(5, n, n))
+        A = X @ np.swapaxes(X, 1, 2) + 0.1 * np.eye(n)
+        want = np.linalg.inv(A)
+        tol = 1e-10 * np.abs(want).max()
+        np.testing.assert_allclose(np.asarray(pd_inverse(jnp.asarray(A))), want, rtol=0, atol=tol)
+        np.testing.assert_allclose(np.asarray(pd_inverse(jnp.asarray(A[0]))), want[0], rtol=0, atol=tol)
+        got = np.moveaxis(np.asarray(spd_inverse_components(jnp.asarray(np.moveaxis(A, 0, -1)))), -1, 0)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+        bad = A.copy()
+        bad[2] = -bad[2]                                  # negative definite
+        for got in (np.asarray(pd_inverse(jnp.asarray(bad))),
+                    np.moveaxis(np.asarray(spd_inverse_components(jnp.asarray(np.moveaxis(bad, 0, -1)))), -1, 0)):
+            assert np.all(np.isnan(got[2]))
+            np.testing.assert_allclose(np.delete(got, 2, 0), np.delete(want, 2, 0), rtol=0, atol=tol)
