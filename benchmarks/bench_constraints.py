@@ -121,35 +121,42 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(dict(meta=meta, rows=rows), fh, indent=1)
+    plot(rows, args.out[:-5] + ".png")
+    print(f"wrote {args.out}")
+
+
+def plot(rows, path):
+    """Left: µs per state per robot and method (log); right: the arms-holding-a-box scaling."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
-        robots = [r for r in rows if "arms" not in r["case"]]
-        x = np.arange(len(robots))
-        for k, (key, lab) in enumerate((("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"),
-                                        ("lilly_orin_us", "jaxdyn lilly_orin (Type 1)"), ("rccfd_us", "jaxdyn rccfd"),
-                                        ("pinocchio_us", "Pinocchio constraintDynamics"))):
-            a1.bar(x + 0.16 * (k - 2), [r.get(key, np.nan) for r in robots], 0.16, label=lab)
-        a1.set_xticks(x, [f"{r['case']}\n(B = {r['batch']})" for r in robots])
-        a1.set_ylabel("µs per state")
-        a1.set_yscale("log")
-        a1.legend(fontsize=8)
-        arms = [r for r in rows if "arms" in r["case"]]
-        ells = [int(r["case"].split("_")[0]) for r in arms]
-        for key, lab in (("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"), ("rccfd_us", "jaxdyn rccfd"), ("lilly_orin_us", "jaxdyn lilly_orin"),
-                         ("pinocchio_us", "Pinocchio")):
-            a2.loglog(ells, [r.get(key, np.nan) for r in arms], "o-", label=lab)
-        a2.set_xlabel("arms holding the box (ell)")
-        a2.set_ylabel("µs per state")
-        a2.legend(fontsize=8)
-        a2.grid(alpha=0.3, which="both")
-        fig.tight_layout()
-        fig.savefig(args.out[:-5] + ".png", dpi=110)
     except ImportError:
-        pass
-    print(f"wrote {args.out}")
+        return
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.4))
+    robots = [r for r in rows if "arms" not in r["case"]]
+    x = np.arange(len(robots))
+    for k, (key, lab) in enumerate((("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"),
+                                    ("lilly_orin_us", "jaxdyn lilly_orin (Type 1)"), ("rccfd_us", "jaxdyn rccfd"),
+                                    ("pinocchio_us", "Pinocchio constraintDynamics"))):
+        a1.bar(x + 0.16 * (k - 2), [r.get(key, np.nan) for r in robots], 0.16, label=lab)
+    a1.set_xticks(x, [f"{r['case']}\n(B = {r['batch']})" for r in robots])
+    a1.set_ylabel("µs per state")
+    a1.set_yscale("log")
+    a1.legend(fontsize=8, ncol=2, loc="lower left", bbox_to_anchor=(0.0, 1.01))
+    arms = [r for r in rows if "arms" in r["case"]]
+    ells = [int(r["case"].split("_")[0]) for r in arms]
+    for key, lab in (("schur_us", "jaxdyn schur"), ("kkt_us", "jaxdyn kkt"), ("rccfd_us", "jaxdyn rccfd"),
+                     ("lilly_orin_us", "jaxdyn lilly_orin"), ("pinocchio_us", "Pinocchio")):
+        a2.loglog(ells, [r.get(key, np.nan) for r in arms], "o-", label=lab)
+    a2.set_xticks(ells, [str(e) for e in ells])
+    a2.set_xticks([], minor=True)
+    a2.set_xlabel(f"arms holding the box (ell), B = {arms[0]['batch'] if arms else ''}")
+    a2.set_ylabel("µs per state")
+    a2.legend(fontsize=8)
+    a2.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
