@@ -91,12 +91,17 @@ def pyplot():
 def inch_margins(fig, left=1.05, right=0.2, bottom=0.55, top=0.3, wspace=1.1, hspace=0.7, title=None):
     """Place a figure's subplot grid by margins and gaps in inches, and its ``title`` (if any)
     0.12 in below the top edge: a fixed layout (the figure sizes of the CLIs scale with their
-    panel counts, so the margins that fit the tick and axis labels are constant, and drawing
-    skips matplotlib's layout solvers, which measure every tick label before drawing)."""
+    panel counts) that skips matplotlib's layout solvers, which measure every tick label by
+    drawing.  Call it once the panels are plotted: ``left`` and ``wspace`` grow to fit the
+    longest y tick label of a linear axis (its characters at 0.09 in each, plus the axis label)."""
     w, h = fig.get_size_inches()
     if title is not None:
         fig.suptitle(title, y=1 - 0.12 / h, va="top")
     (rows, cols) = fig.axes[0].get_subplotspec().get_gridspec().get_geometry() if fig.axes else (1, 1)
+    ticks = [ax.yaxis.get_major_formatter().format_ticks(ax.get_yticks()) for ax in fig.axes
+             if ax.get_visible() and ax.get_yscale() == "linear"]
+    need = 0.09 * max((len(t) for tt in ticks for t in tt), default=0) + 0.45
+    left, wspace = max(left, need), max(wspace, need + 0.1)
     fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h,
                         wspace=wspace * cols / max(w - left - right - wspace * (cols - 1), 1e-3),
                         hspace=hspace * rows / max(h - top - bottom - hspace * (rows - 1), 1e-3))
@@ -129,7 +134,6 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
     cols = 3 if ncol > 3 else max(ncol, 1)
     rows = max(int(np.ceil(ncol / cols)), 1)
     fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
-    inch_margins(fig, top=0.5, title=title)
     axs = axs.ravel()
     for j in range(ncol):
         axs[j].plot(t, series[:, j], label=label)
@@ -146,6 +150,7 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
         axs[0].legend(fontsize=7)
     for ax in axs[ncol:]:
         ax.set_visible(False)
+    inch_margins(fig, top=0.5, title=title)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return True
