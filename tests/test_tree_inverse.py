@@ -92,8 +92,11 @@ def test_tree_inverse_of_no_dofs():
 def test_dense_spd_inverses_against_numpy():
     """pd_inverse (LAPACK Cholesky, matrices on the last axes) and spd_inverse_components (the
     unrolled pivots of the sweeps, matrices on the first axes, batch last) equal numpy's inverse
-    for n = 1, 3, 6 (a scalar, a ball joint, a free joint), one matrix and a batch, and give NaN for a matrix that is not positive
-    definite (the other batch members stay exact)."""
+    for n = 1, 3, 6 (a scalar, a ball joint, a free joint), one matrix and a batch, and give
+    NaN for a matrix that is not positive definite (the other batch members stay exact)."""
+    def components(A):                                   # (k, n, n) through the batch-last layout
+        return np.moveaxis(np.asarray(spd_inverse_components(jnp.asarray(np.moveaxis(A, 0, -1)))), -1, 0)
+
     rng = np.random.default_rng(3)
     for n in (1, 3, 6):
         X = rng.normal(size=(5, n, n))
@@ -102,11 +105,9 @@ def test_dense_spd_inverses_against_numpy():
         tol = 1e-10 * np.abs(want).max()
         np.testing.assert_allclose(np.asarray(pd_inverse(jnp.asarray(A))), want, rtol=0, atol=tol)
         np.testing.assert_allclose(np.asarray(pd_inverse(jnp.asarray(A[0]))), want[0], rtol=0, atol=tol)
-        got = np.moveaxis(np.asarray(spd_inverse_components(jnp.asarray(np.moveaxis(A, 0, -1)))), -1, 0)
-        np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+        np.testing.assert_allclose(components(A), want, rtol=0, atol=tol)
         bad = A.copy()
         bad[2] = -bad[2]                                  # negative definite
-        for got in (np.asarray(pd_inverse(jnp.asarray(bad))),
-                    np.moveaxis(np.asarray(spd_inverse_components(jnp.asarray(np.moveaxis(bad, 0, -1)))), -1, 0)):
+        for got in (np.asarray(pd_inverse(jnp.asarray(bad))), components(bad)):
             assert np.all(np.isnan(got[2]))
             np.testing.assert_allclose(np.delete(got, 2, 0), np.delete(want, 2, 0), rtol=0, atol=tol)
