@@ -242,7 +242,8 @@ def test_four_bar_closed_by_revolute_or_subspace_equals_point():
 def test_dual_arm_hands_welded_together():
     """talos_reduced (fixed base) with its two wrists welded to each other at their current
     relative pose: a closed loop through the torso, against Pinocchio's 6-D constraint between
-    two joints (at a state where the velocity constraint holds)."""
+    two joints (at a state where the velocity constraint holds); the loop's Delassus matrix by
+    the operational-space recursion against K M^-1 K^T."""
     import warnings
     path = urdf_path("talos_reduced")
     with warnings.catch_warnings():
@@ -266,6 +267,8 @@ def test_dual_arm_hands_welded_together():
     M = np.asarray(jaxdyn.crba(m, q))
     h = np.asarray(jaxdyn.rnea(m, q, v, np.zeros(m.nv))) + np.asarray(m.damping) * v
     close(M @ np.asarray(res.qdd) + h - tau, K.T @ np.asarray(res.lam), 1e-10)
+    from jaxdyn.constraints.dynamics import delassus       # O(N) operational-space route, cross terms
+    close(delassus(cm, q), K @ np.linalg.solve(M, K.T), 1e-9, "delassus vs K M^-1 K^T")
 
 
 def test_cli_simulates_closed_mechanisms(tmp_path, capsys):
