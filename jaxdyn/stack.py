@@ -183,7 +183,9 @@ def stack(models) -> Stack:
     union of their trees.  ``jax.vmap(jaxdyn.aba)(st, Q, V, T)`` with Q = ``jnp.stack([st.q(j,
     q_j) ...])`` (the union's layout).  A batch of many lanes of a few robots:
     ``st.lanes(np.repeat(np.arange(len(models)), 1024))``; per-lane parameters (e.g. masses
-    for domain randomization) by ``st.replace(mass=...)``."""
+    for domain randomization) by ``st.replace(mass=...)``.  Every lane costs the union's
+    bodies; where each lane's robot is fixed, one ``jax.vmap`` per robot inside one
+    ``jax.jit`` costs each lane only its own robot's bodies (docs/batching.md)."""
     models = list(models)
     if not models:
         raise ArgumentError("stack needs at least one model")
