@@ -2,8 +2,8 @@
 memory; JAX's persistent cache off unless a case turns it on), and the wall time of the three
 command-line tools cold and with the persistent compilation cache warm.
 
-Usage: python benchmarks/bench_compile.py [--cases all|NAME,...] [--repeat 1]
-         [--out benchmarks/results/compile.json] [--label after]
+Usage: python benchmarks/bench_compile.py [--cases all|none|NAME,...] [--repeat 1]
+         [--out benchmarks/results/compile.json] [--label after] [--plot LABEL,...]
 
 Cases (seconds of the first call, compile included; ``first_call`` the one-state public
 functions on talos_reduced, each its own process):
@@ -155,10 +155,17 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--label", default="after")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "compile.json"))
+    ap.add_argument("--plot", default="", help="comma-separated labels to plot (default: every label in the "
+                    "JSON); with --cases none only redraws the plot")
     args = ap.parse_args()
+    shown = [x for x in args.plot.split(",") if x]
     names = list(CASES) + [f"cli_{t}" for t in ("simulate", "identify", "trajopt")]
     if args.cases != "all":
         names = [n for n in names if any(n.startswith(c) for c in args.cases.split(","))]
+    if args.cases == "none":
+        with open(args.out) as fh:
+            plot(json.load(fh), args.out.replace(".json", ".png"), shown)
+        return
     res = {}
     for name in names:
         if name.startswith("cli_"):
@@ -188,19 +195,19 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(data, fh, indent=1)
-    plot(data, args.out.replace(".json", ".png"))
+    plot(data, args.out.replace(".json", ".png"), shown)
     print("wrote", args.out)
 
 
-def plot(data, path):
-    """Horizontal bars: seconds per case, one bar per label."""
+def plot(data, path, labels=()):
+    """Horizontal bars: seconds per case, one bar per label (``labels``, default all)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    labels = list(data)
+    labels = list(labels) or list(data)
     cases = sorted({c for lab in labels for c in data[lab]["results"]})
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(cases) + 1.5))
     h = 0.8 / max(len(labels), 1)
@@ -210,8 +217,8 @@ def plot(data, path):
     ax.set_yticks([i + h * (len(labels) - 1) / 2 for i in range(len(cases))], cases, fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("seconds (first call, compile included; CLI: whole command)")
-    ax.set_title("jaxdyn compile and first-call times (each case a fresh process)")
-    ax.legend()
+    ax.set_title("jaxdyn compile and first-call times (each case a fresh process)", pad=12 + 14 * ((len(labels) + 1) // 2))
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)   # above the bars
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

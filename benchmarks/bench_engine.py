@@ -9,6 +9,10 @@ Usage: python benchmarks/bench_engine.py [--before /path/to/old/checkout] [--rou
          [--batch 4096] [--robots panda,anymal_c,talos_reduced,g1] [--cores 0]
          [--out benchmarks/results/engine.json]
 
+The stack rows: the four robots as one ``jaxdyn.stack`` (1024 lanes each, ``vmap`` over the
+union tree), and the same lanes as one program of four ``vmap`` s, one per robot
+(``members``).
+
 Each jaxdyn version runs in its own worker processes (``--rounds`` of them, alternating
 between the versions, since timings on a shared machine drift); a time is the least of the
 workers' medians.  Every process is pinned to the cores ``--cores`` (default: core 0, one
@@ -112,6 +116,10 @@ def worker(args):
     for fn, f in fs.items():
         g = jax.jit(jax.vmap(f))
         out[f"stack/{fn}/vmap"] = median_time(lambda: jax.block_until_ready(g(big, Q, V, T))) / len(member) * 1e6
+    Sj = [tuple(jnp.asarray(x) for x in s) for s in S]      # the same lanes, each robot's own vmap in one program
+    for fn, f in fs.items():
+        g = jax.jit(lambda S, f=f: [jax.vmap(f, (None, 0, 0, 0))(m, *s) for m, s in zip(ms, S)])
+        out[f"stack/{fn}/members"] = median_time(lambda: jax.block_until_ready(g(Sj))) / len(member) * 1e6
     if old:
         g = jaxdyn.jit(jax.vmap(jaxdyn.aba))
         out["stack/aba/jaxdyn_jit"] = median_time(lambda: jax.block_until_ready(g(big, Q, V, T))) / len(member) * 1e6
@@ -188,12 +196,13 @@ def plot(res, path, batch):
         return
     fig, axes = plt.subplots(1, len(FUNCS), figsize=(4.2 * len(FUNCS), 4), sharey=False)
     robots = sorted({k.split("/")[0] for k in res["after"]}, key=lambda r: (r == "stack", r))
-    series = [("after: jax.jit(jax.vmap(f))", lambda r, f: res["after"].get(f"{r}/{f}/vmap"))]
+    series = [("after: jax.jit(jax.vmap(f))", lambda r, f: res["after"].get(f"{r}/{f}/vmap")),
+              ("after: a vmap per robot (stack)", lambda r, f: res["after"].get(f"{r}/{f}/members"))]
     if "before" in res:
         series.append(("before: jax.jit(jax.vmap(f))", lambda r, f: res["before"].get(f"{r}/{f}/vmap")))
         series.append(("before: best entry point", lambda r, f: min([v for k, v in res["before"].items()
-                                                                      if k.startswith(f"{r}/{f}/") and "latency" not in k]
-                                                                     or [np.nan])))
+                                                                      if k.startswith(f"{r}/{f}/") and "latency" not in k
+                                                                      and "members" not in k] or [np.nan])))
     series.append(("Pinocchio, loop (one core)", lambda r, f: res["pinocchio"].get(f"{r}/{f}/pinocchio")))
     w = 0.8 / len(series)
     for ax, f in zip(axes, FUNCS):
