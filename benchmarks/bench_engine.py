@@ -118,8 +118,8 @@ def worker(args):
         out[f"stack/{fn}/vmap"] = median_time(lambda: jax.block_until_ready(g(big, Q, V, T))) / len(member) * 1e6
     Sj = [tuple(jnp.asarray(x) for x in s) for s in S]      # the same lanes, each robot's own vmap in one program
     for fn, f in fs.items():
-        g = jax.jit(lambda S, f=f: [jax.vmap(f, (None, 0, 0, 0))(m, *s) for m, s in zip(ms, S)])
-        out[f"stack/{fn}/members"] = median_time(lambda: jax.block_until_ready(g(Sj))) / len(member) * 1e6
+        g = jax.jit(lambda ms, S, f=f: [jax.vmap(f, (None, 0, 0, 0))(m, *s) for m, s in zip(ms, S)])
+        out[f"stack/{fn}/members"] = median_time(lambda: jax.block_until_ready(g(ms, Sj))) / len(member) * 1e6
     if old:
         g = jaxdyn.jit(jax.vmap(jaxdyn.aba))
         out["stack/aba/jaxdyn_jit"] = median_time(lambda: jax.block_until_ready(g(big, Q, V, T))) / len(member) * 1e6
