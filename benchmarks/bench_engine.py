@@ -104,22 +104,21 @@ def worker(args):
     st = jaxdyn.stack(ms)
     per = B // len(ms)
     member = np.repeat(np.arange(len(ms)), per)
-    S = [states(models[n][1], per, seed=1 + j) for j, n in enumerate(names)]
+    S = [tuple(jnp.asarray(x) for x in states(models[n][1], per, seed=1 + j)) for j, n in enumerate(names)]
     if hasattr(st, "lanes"):
         big = st.lanes(member)
-        Q, V, T = (jnp.concatenate([f(j, jnp.asarray(s[k])) for j, s in enumerate(S)])
+        Q, V, T = (jnp.concatenate([f(j, s[k]) for j, s in enumerate(S)])
                    for k, f in ((0, st.q), (1, st.v), (2, st.v)))
     else:
         big = jax.tree_util.tree_map(lambda a: a[member], st)
-        Q, V, T = (jnp.concatenate([jaxdyn.pad_state(m, jnp.asarray(s[k]), st.nq if k == 0 else st.nv)
+        Q, V, T = (jnp.concatenate([jaxdyn.pad_state(m, s[k], st.nq if k == 0 else st.nv)
                                     for m, s in zip(ms, S)]) for k in range(3))
     for fn, f in fs.items():
         g = jax.jit(jax.vmap(f))
         out[f"stack/{fn}/vmap"] = median_time(lambda: jax.block_until_ready(g(big, Q, V, T))) / len(member) * 1e6
-    Sj = [tuple(jnp.asarray(x) for x in s) for s in S]      # the same lanes, each robot's own vmap in one program
-    for fn, f in fs.items():
+    for fn, f in fs.items():                 # the same lanes, each robot's own vmap in one program
         g = jax.jit(lambda ms, S, f=f: [jax.vmap(f, (None, 0, 0, 0))(m, *s) for m, s in zip(ms, S)])
-        out[f"stack/{fn}/members"] = median_time(lambda: jax.block_until_ready(g(ms, Sj))) / len(member) * 1e6
+        out[f"stack/{fn}/members"] = median_time(lambda: jax.block_until_ready(g(ms, S))) / len(member) * 1e6
     if old:
         g = jaxdyn.jit(jax.vmap(jaxdyn.aba))
         out["stack/aba/jaxdyn_jit"] = median_time(lambda: jax.block_until_ready(g(big, Q, V, T))) / len(member) * 1e6
