@@ -6,10 +6,13 @@ problem, no traceback); 3 the simulation became non-finite (names the time and q
 """
 from __future__ import annotations
 
+import _thread
 import argparse
+import contextlib
 import gc
 import os
 import sys
+import threading
 import time
 from typing import NamedTuple
 
@@ -267,17 +270,8 @@ def main(argv=None):
     use_compilation_cache()
     from .errors import JaxdynError, SimulationError
     try:
-        if args.cmd == "simulate":
-            return simulate(args)
-        if args.cmd == "trajopt":
-            from .apps.trajopt_cli import run
-            return run(args)
-        if args.cmd == "identify":
-            from .apps.identify_cli import run
-            return run(args)
-        if args.cmd == "view":
-            from .apps.view_cli import run
-            return run(args)
+        with interrupts_reach_main():
+            return _dispatch(args)
     except KeyboardInterrupt:       # Ctrl-C: one line, the shell's 128 + SIGINT
         print(f"jaxdyn: {args.cmd} interrupted{_discarded(args)}", file=sys.stderr)
         return 130
@@ -287,7 +281,42 @@ def main(argv=None):
     except JaxdynError as e:        # bad input: exit 2, one line
         print(f"jaxdyn: error: {e}{_discarded(args)}", file=sys.stderr)
         return 2
-    return 1
+
+
+def _dispatch(args):
+    """Run the subcommand ``args.cmd``; its exit status."""
+    if args.cmd == "simulate":
+        return simulate(args)
+    if args.cmd == "trajopt":
+        from .apps.trajopt_cli import run
+    elif args.cmd == "identify":
+        from .apps.identify_cli import run
+    else:
+        from .apps.view_cli import run
+    return run(args)
+
+
+@contextlib.contextmanager
+def interrupts_reach_main():
+    """While inside, a KeyboardInterrupt that Python would drop is raised again in the main
+    thread.  Ctrl-C raises KeyboardInterrupt in whatever Python code runs when the signal is
+    handled; if that is a garbage-collector callback or a ``__del__`` (JAX runs one of each
+    while it compiles), Python reports it as "Exception ignored in ..." and goes on, so the
+    command would finish as if never interrupted.  Here such a report is replaced by a
+    second interrupt 10 ms later (``_thread.interrupt_main`` from a timer thread: raised in the
+    main thread once that callback has returned, and again if it lands in another one)."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            threading.Timer(0.01, _thread.interrupt_main).start()
+        else:
+            previous(unraisable)
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
 
 
 def _discarded(args) -> str:
