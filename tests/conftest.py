@@ -14,7 +14,8 @@ TEST_XLA_FLAGS = ("--xla_cpu_use_fusion_emitters=false --xla_backend_optimizatio
                   "--xla_cpu_multi_thread_eigen=false")
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + TEST_XLA_FLAGS).strip()
 # The jaxdyn command keeps a persistent compilation cache (jaxdyn.cli.use_compilation_cache); the
-# tests that run it in-process leave it off (tests/test_apps_cli.py turns it on in a temporary folder).
+# tests that run it in-process leave it off (tests/test_apps_cli.py runs it twice in subprocesses on a
+# temporary cache folder).
 os.environ["JAXDYN_CACHE_DIR"] = ""
 
 import jax  # noqa: E402

@@ -276,3 +276,28 @@ def test_identify_names_joints_drowned_in_noise(tmp_path, capsys):
     cfg.write_text(text.format(0.0))
     assert main(["identify", str(cfg), "--out", str(tmp_path / "b")]) == 0
     assert "signal-to-noise per joint (no torque noise): [inf, inf" in _summary(tmp_path / "b" / "summary.txt")
+
+
+def test_second_run_loads_every_program_from_the_persistent_cache(tmp_path):
+    """The command keeps JAX's persistent compilation cache (``$JAXDYN_CACHE_DIR``): run twice
+    with the same config and cache folder, the second run loads every program it compiles
+    from the cache (JAX's own log: one "Persistent compilation cache hit" per "Finished XLA
+    compilation").  A program JAX cannot cache (e.g. one holding a host callback) fails it."""
+    import os
+    import subprocess
+    import sys
+    cfgs = {"simulate": '[robot]\nname = "puma560"\n[simulation]\nT = 0.05\ndt = 0.01\nintegrator = "rk4"\n',
+            "trajopt": '[robot]\nname = "double_pendulum"\n[problem]\nT = 0.5\ndt = 0.05\nq_final = [0.1, 0.1]\n'
+                       '[optimizer]\niterations = 5\nrounds = 2\n'}
+    env = {**os.environ, "JAXDYN_CACHE_DIR": str(tmp_path / "cache"), "JAX_LOG_COMPILES": "1"}
+    for tool, text in cfgs.items():
+        (tmp_path / f"{tool}.toml").write_text(text)
+        logs = []
+        for run in ("cold", "warm"):
+            p = subprocess.run([sys.executable, "-m", "jaxdyn.cli", tool, str(tmp_path / f"{tool}.toml"), "--out",
+                                str(tmp_path / f"{tool}_{run}")], env=env, capture_output=True, text=True, timeout=600)
+            assert p.returncode == 0, p.stderr[-3000:]
+            logs.append(p.stderr)
+        compiled, hits = (logs[1].count(s) for s in ("Finished XLA compilation", "Persistent compilation cache hit"))
+        assert compiled > 5 and hits == compiled, (tool, compiled, hits)
+        assert logs[0].count("Persistent compilation cache hit") == 0, tool
