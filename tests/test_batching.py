@@ -35,11 +35,14 @@ def states(m, B, seed=0):
     return Q, jnp.asarray(r.normal(size=(B, m.nv))), jnp.asarray(r.normal(size=(B, m.nv)))
 
 
+_BATCHED = jax.jit(lambda m, Q, V, X: {k: jax.vmap(g, (None, 0, 0, 0))(m, Q, V, X) for k, g in ENTRY.items()})
+_ONE = jax.jit(lambda m, q, v, x: {k: g(m, q, v, x) for k, g in ENTRY.items()})
+
+
 def all_entries(m, Q, V, X):
-    """Every entry point, vmapped and per state (a Python loop of the one-state programs)."""
-    f = jax.jit(lambda m, Q, V, X: {k: jax.vmap(g, (None, 0, 0, 0))(m, Q, V, X) for k, g in ENTRY.items()})
-    one = jax.jit(lambda m, q, v, x: {k: g(m, q, v, x) for k, g in ENTRY.items()})
-    return f(m, Q, V, X), [one(m, Q[i], V[i], X[i]) for i in range(Q.shape[0])]
+    """Every entry point, vmapped and per state (a Python loop of the one-state programs; one
+    program per model structure for every batch size)."""
+    return _BATCHED(m, Q, V, X), [_ONE(m, Q[i], V[i], X[i]) for i in range(Q.shape[0])]
 
 
 @pytest.mark.parametrize("B", [3, 130])
