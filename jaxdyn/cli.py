@@ -304,19 +304,33 @@ def interrupts_reach_main():
     while it compiles), Python reports it as "Exception ignored in ..." and goes on, so the
     command would finish as if never interrupted.  Here such a report is replaced by a
     second interrupt 10 ms later (``_thread.interrupt_main`` from a timer thread: raised in the
-    main thread once that callback has returned, and again if it lands in another one)."""
-    previous = sys.unraisablehook
+    main thread once that callback has returned, and again if it lands in another one); one
+    still waiting when the block ends is raised there."""
+    previous, lock, state = sys.unraisablehook, threading.Lock(), {"waiting": 0, "closed": False}
+
+    def deliver():
+        with lock:
+            if state["closed"]:
+                return
+            state["waiting"] -= 1
+        _thread.interrupt_main()
 
     def hook(unraisable):
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            threading.Timer(0.01, _thread.interrupt_main).start()
-        else:
-            previous(unraisable)
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return previous(unraisable)
+        with lock:
+            state["waiting"] += 1
+        threading.Timer(0.01, deliver).start()
     sys.unraisablehook = hook
     try:
         yield
     finally:
         sys.unraisablehook = previous
+        with lock:
+            state["closed"] = True
+            waiting = state["waiting"] > 0
+        if waiting:
+            raise KeyboardInterrupt
 
 
 def _discarded(args) -> str:
