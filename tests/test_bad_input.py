@@ -442,7 +442,6 @@ def test_sigint_during_trajopt_compile(tmp_path):
     assert not out.exists()
 
 
-
 def test_ctrl_c_inside_a_gc_callback_is_not_lost():
     """A KeyboardInterrupt raised inside a garbage-collector callback (JAX registers one; Ctrl-C
     landed there once in this suite's SIGINT test) is one Python reports as "Exception ignored"
@@ -468,6 +467,7 @@ def test_ctrl_c_inside_a_gc_callback_is_not_lost():
         "sys.exit(cli.main(['view', 'nowhere']))\n")
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert p.returncode == 130 and p.stderr == "jaxdyn: view interrupted\n", (p.returncode, p.stderr)
+
 
 _P2 = '[robot]\nname = "double_pendulum"\n[problem]\nT = 0.5\ndt = 0.05\nq_final = [0.1, 0.1]\n'
 _PUMA = '[robot]\nname = "puma560"\n'
