@@ -17,6 +17,7 @@ from ..errors import ArgumentError, ShapeError
 from .lbfgs import lbfgs_minimize
 
 
+@jax.jit
 def parameters_from_log_cholesky(theta):
     """theta (nb, 10) log-Cholesky parameters -> pi (10 nb,) in Pinocchio's order: every real
     theta is a physically consistent set of bodies (Rucker & Wensing 2022)."""

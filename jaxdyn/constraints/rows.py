@@ -102,9 +102,11 @@ def delassus_of(cm, Om, get):
     return S @ Om @ S.T
 
 
+@jax.jit
 def constraint_residual(cm: ClosedModel, q):
     """r(q) (m,): point p_a - p_b; weld [p_a - p_b; log3(R_a R_b^T)] (world axes); revolute /
     subspace: phi^T R_a^T of the weld residual (frame A's axes; zero when the constraint holds)."""
+    check_state(cm.model, q=q)
     return residual_of(cm, contact_frames(cm, q))
 
 
@@ -115,17 +117,21 @@ def constraint_jacobian(cm: ClosedModel, q):
     return jacobian_of(cm, contact_frames(cm, q))
 
 
+@jax.jit
 def delassus(cm: ClosedModel, q):
     """K M^-1 K^T (m, m) without M^-1: the contact frames' operational-space inverse inertia
     (Rodriguez and Kreutz's O(N) recursion (6.10), cross terms included) mapped by each
     constraint's rows, K = sum of row maps of (J_a - J_b)."""
+    check_state(cm.model, q=q)
     Om = opspace_inverse_inertia(cm.model, q, frame_ids(cm), "local_world_aligned")     # (6 F, 6 F)
     return delassus_of(cm, Om, contact_frames(cm, q))
 
 
+@jax.jit
 def constraint_bias(cm: ClosedModel, q, qd):
     """k = K-dot qd (m,): the constraint's acceleration at qdd = 0 (classical accelerations of
     the contact frames, plus the rotation of frame A's axes for revolute / subspace rows)."""
+    check_state(cm.model, q=q, qd=qd)
     return bias_of(cm, contact_frames(cm, q, qd))
 
 

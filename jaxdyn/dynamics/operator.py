@@ -33,6 +33,7 @@ recursion below is unchanged, D(root) is 6x6.  Spherical and planar joints give 
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -219,9 +220,11 @@ def _zeta(model, F, a):
 
 
 @register_method("operator_fd1")
+@partial(jax.jit, static_argnames=("f_ext_frame",))
 def operator_fd1(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """FD1 (4.17)-(4.22), a 4-sweep algorithm: bias-free torques T' = T - RNEA(qdd = 0)
     (2 sweeps), then the innovations inverse (4.18) as causal filter + anticausal smoother."""
+    check_state(model, q=q, qd=qd, tau=tau)
     Tp = tau - rnea_passes(model, q, qd, jnp.zeros_like(qd), f_ext, gravity, f_ext_frame)[0]
     F = factors_unchecked(model, q)
     return minv_solve(model, F, Tp)
@@ -256,10 +259,12 @@ def _fd2(model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
 
 
 @register_method("operator_fd3")
+@partial(jax.jit, static_argnames=("f_ext_frame",))
 def operator_fd3(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """FD3 (5.8)-(5.10), a 3-sweep algorithm:
     zeta = phi^T a (anticausal); eps = T - H psi [S L T + M zeta + b + B f(0)] (causal);
     thdd = (1 - H Psi L)^T D^-1 eps (anticausal)."""
+    check_state(model, q=q, qd=qd, tau=tau)
     F = factors_unchecked(model, q)
     a, b = _bias_terms(model, F, qd, f_ext, gravity, f_ext_frame)
     Mzeta = jnp.einsum("kij,kj->ki", body_inertia_matrices(model), _zeta(model, F, a))
@@ -286,9 +291,11 @@ def _fd4_anticausal_step(lam_p, x, keep=None):
 
 
 @register_method("operator_fd4")
+@partial(jax.jit, static_argnames=("f_ext_frame",))
 def operator_fd4(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
     """FD4 (5.13)-(5.17), the 3-sweep algorithm without a separate bias-acceleration sweep:
     V (and a, b) anticausally, then the causal filter (5.16) and the anticausal (5.17)."""
+    check_state(model, q=q, qd=qd, tau=tau)
     F = factors_unchecked(model, q)
     a, b = _bias_terms(model, F, qd, f_ext, gravity, f_ext_frame)
     Tb = _per_body_masked(model, tau)

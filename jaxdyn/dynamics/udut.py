@@ -95,8 +95,11 @@ def udut_solve(model: Model, Fs: SahaFactors, phi):
     return scatter_dofs(model, thdd.bodies() * mask)
 
 
+@jax.jit
 def udut_forward(model: Model, q, phi):
-    """Saha's O(n) forward dynamics for a given phi = tau - C qd - g (the scope of Table I)."""
+    """Saha's O(n) forward dynamics for a given phi = tau - C qd - g (the scope of Table I):
+    q (nq,), phi (nv,) -> thdd (nv,)."""
+    check_state(model, q=q, tau=phi)
     return udut_solve(model, saha_factors(model, q), phi)
 
 

@@ -14,6 +14,7 @@ is symmetric and an optimizer step keeps it symmetric.
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from ..errors import ArgumentError, ShapeError
@@ -60,21 +61,21 @@ def with_parameters(model, params: dict):
     return model.replace(**new)
 
 
+@jax.jit
 def log_cholesky_parameters(model):
     """Per-body log-Cholesky parameters theta (nb, 10) of the pseudo-inertias (Rucker & Wensing
     2022; :func:`jaxdyn.spatial.inertia.to_log_cholesky`).  Every real theta is a physically
     consistent body, so optimize theta instead of (mass, com, inertia) when every iterate must
     be valid.  NaN rows for bodies without a positive-definite pseudo-inertia (massless or
     flat bodies)."""
-    import jax
     from .. import spatial as sp
     I = jax.vmap(sp.mcI)(model.mass, model.com, model.inertia)
     return jax.vmap(sp.inertia.to_log_cholesky)(I)
 
 
+@jax.jit
 def with_log_cholesky_parameters(model, theta):
     """The model with mass, com and inertia (about the COM) set from theta (nb, 10)."""
-    import jax
     from .. import spatial as sp
     theta = jnp.asarray(theta)
     if theta.shape != (model.nb, 10):
