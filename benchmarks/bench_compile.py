@@ -10,7 +10,10 @@ functions on talos_reduced, each its own process):
 
 * ``aba``, ``vmap_aba``, ``aba_derivatives`` on panda and talos_reduced: ``jax.jit(f)`` of one
   state, ``jax.jit(jax.vmap(f))`` of 4096 states;
-* ``first_call``: every one-state public function on talos_reduced;
+* ``first_call``: the one-state public functions of ``FIRST_CALL`` on talos_reduced, called as a
+  user calls them (no ``jax.jit`` around them: each compiles its own program on its first call);
+* ``build_four_bar``, ``build_quadruped``: the built-in closed mechanisms (``jaxdyn.mechanisms``),
+  which project their start pose onto the constraints and check it;
 * ``rollout_grad``: ``jax.jit(jax.grad(loss))`` of a 100-step RK4 rollout of the PUMA;
 * ``quadruped_<method>``: a 2 s RK4 rollout (dt 2 ms) of anymal_c on four point feet holding
   its stance under a joint PD law (Kp 300, Kd 10), for each constrained method;
@@ -90,9 +93,14 @@ FIRST_CALL = {
     "kinetic_energy": "jaxdyn.kinetic_energy(m, q, v)", "centroidal_momentum": "jaxdyn.centroidal_momentum(m, q, v)",
     "integrate": "jaxdyn.integrate(m, q, v)", "forward_kinematics": "jaxdyn.forward_kinematics(m, q)",
     "grad_aba": "jax.grad(lambda t: jnp.sum(jaxdyn.aba(m, q, v, t) ** 2))(t)",
+    "operator_fd1": "jaxdyn.operators.operator_fd1(m, q, v, t)", "udut_forward": "jaxdyn.saha.udut_forward(m, q, t)",
+    "log_cholesky_parameters": "jaxdyn.log_cholesky_parameters(m)",
 }
 for fn, expr in FIRST_CALL.items():
     case(f"first_call_{fn}", f"m = load('talos_reduced'); q, v, t = state(m)\nprint(first(lambda: {expr}))")
+
+for builder in ("four_bar", "quadruped"):
+    case(f"build_{builder}", f"print(first(lambda: jaxdyn.mechanisms.{builder}()[1]))")
 
 case("rollout_grad", """
 m = jaxdyn.robots.puma560()
