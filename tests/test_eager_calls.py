@@ -45,6 +45,8 @@ def _calls():
         "saha.udut": lambda: jaxdyn.saha.udut(m, q), "saha.denoc": lambda: jaxdyn.saha.denoc(m, q),
         "saha.gim_denoc": lambda: jaxdyn.saha.gim_denoc(m, q), "saha.udut_forward": lambda: jaxdyn.saha.udut_forward(m, q, v),
         "saha.udut_inverse": lambda: jaxdyn.saha.udut_inverse(m, q),
+        "saha.saha_factors": lambda: jaxdyn.saha.saha_factors(m, q),
+        "operators.innovations_factors": lambda: jaxdyn.operators.innovations_factors(m, q),
         "operators.innovations_operators": lambda: jaxdyn.operators.innovations_operators(m, q),
         "operators.operator_fd1": lambda: jaxdyn.operators.operator_fd1(m, q, v, v),
         "operators.operator_fd2": lambda: jaxdyn.operators.operator_fd2(m, q, v, v),

@@ -62,8 +62,10 @@ class SahaFactors(NamedTuple):
     psi: jax.Array
 
 
+@jax.jit
 def saha_factors(model: Model, q) -> SahaFactors:
     """The RGE recursion (26)-(28) at q (the articulated-inertia sweep of :func:`aba_factor`)."""
+    check_state(model, q=q)
     fac = slot_factor(model, q)
     return SahaFactors(fac.S, fac.X6, fac.IA, fac.U, fac.D, fac.Dinv, fac.UDinv)
 
