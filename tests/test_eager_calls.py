@@ -22,6 +22,8 @@ def _calls():
     W = jnp.asarray(np.random.default_rng(0).normal(size=(12, 30)))
     pose, q0 = jaxdyn.frame_pose(m, q, "ee"), jaxdyn.neutral(m)
     pi, theta = jaxdyn.sysid.inertial_parameters(m), jaxdyn.log_cholesky_parameters(m)
+    gs, qg = jaxdyn.mechanisms.arms_holding_box(2, form="grasp")
+    qg = jnp.asarray(qg)
     return {
         "random_configuration": lambda: jaxdyn.random_configuration(m, jax.random.PRNGKey(0)),
         "integrate": lambda: jaxdyn.integrate(m, q, v), "difference": lambda: jaxdyn.difference(m, q, q),
@@ -64,6 +66,7 @@ def _calls():
         "rollout": lambda: jaxdyn.rollout(m, q, v, None, 0.01, 5).q,
         "constraint_residual": lambda: jaxdyn.constraint_residual(cm, qc),
         "constraint_jacobian": lambda: jaxdyn.constraint_jacobian(cm, qc),
+        "constraints.grasp_residual": lambda: jaxdyn.constraints.grasp_residual(gs, qg),
         "constraints.constraint_bias": lambda: jaxdyn.constraints.constraint_bias(cm, qc, vc),
         "constraints.rows.delassus": lambda: jaxdyn.constraints.rows.delassus(cm, qc),
         "project_constraints": lambda: jaxdyn.project_constraints(cm, qc, vc),

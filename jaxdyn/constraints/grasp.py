@@ -199,6 +199,7 @@ def split_state(gs, x, nobj, nper):
     return x[:nobj], x[nobj:].reshape(gs.n_arms, nper)
 
 
+@jax.jit
 def grasp_residual(gs: GraspSystem, q):
     """Grasp residuals (6 ell,), world axes, per arm: [p_tip - p_grasp; angular] with angular
     log3(R_tip R_grasp^T) (weld), z_grasp x z_tip (revolute: zero when the hinge axes align) or
