@@ -48,6 +48,43 @@ def rng_states(model, pm, n, seed=0):
     return out
 
 
+def rand_state(m, s):
+    """(q, qd, tau) of seed s: q = jaxdyn.random_configuration, qd ~ N(0, 1), tau ~ N(0, 9)."""
+    import jax
+    import jax.numpy as jnp
+    import jaxdyn
+    q = jaxdyn.random_configuration(m, jax.random.PRNGKey(s))
+    r = np.random.default_rng(s)
+    return q, jnp.asarray(r.normal(size=m.nv)), jnp.asarray(r.normal(size=m.nv) * 3)
+
+
+def small_models():
+    """The seeds' arms and two random trees, by name: PUMA 560, Stanford arm, planar 3R, a
+    floating tree with all seven joint types, a fixed branched tree of spherical, prismatic and
+    revolute joints."""
+    import jaxdyn
+    return {"puma560": jaxdyn.robots.puma560(), "stanford": jaxdyn.robots.stanford_arm(),
+            "planar3": jaxdyn.robots.planar3(),
+            "tree_float": jaxdyn.robots.random_tree(10, 0.5, 4, floating_base=True),
+            "tree_sph": jaxdyn.robots.random_tree(9, 0.3, 2, joint_types=("spherical", "prismatic", "revolute"))}
+
+
+SMALL_MODELS = ["puma560", "stanford", "planar3", "tree_float", "tree_sph"]
+
+
+def batch_states(m, n, seed):
+    """n random (q, qd, tau, f_ext), stacked: q = jaxdyn.random_configuration, qd ~ N(0, 1),
+    tau ~ N(0, 9), f_ext (n, nb, 6) ~ N(0, 1)."""
+    import jax
+    import jax.numpy as jnp
+    import jaxdyn
+    keys = jax.random.split(jax.random.PRNGKey(seed), n)
+    q = jax.vmap(lambda k: jaxdyn.random_configuration(m, k))(keys)
+    r = np.random.default_rng(seed)
+    return q, jnp.asarray(r.normal(size=(n, m.nv))), jnp.asarray(r.normal(size=(n, m.nv)) * 3), \
+        jnp.asarray(r.normal(size=(n, m.nb, 6)))
+
+
 def singular_forest(damping=None):
     """A fixed-base forest (nv = 8) of two trees, bodies 0-2 and 3-5, every joint type but FREE,
     whose first tree ends in a massless leaf on a prismatic joint (body 2: its block of M is
