@@ -71,11 +71,6 @@ def per_run(model: Model, x) -> PerRun:
     return PerRun(x[r.v0:r.v0 + r.n * r.nv].reshape((r.n, r.nv) + x.shape[1:]) for r in model.runs)
 
 
-def per_run_bodies(model: Model, x) -> PerRun:
-    """A per-body array (nb, ...) split by runs."""
-    return PerRun(x[r.start:r.stop] for r in model.runs)
-
-
 def _of_run(xs, j, run: Run):
     """Run j's part of ``xs`` (arrays with a leading axis nb, or PerRun)."""
     return tmap(lambda a: a[j] if isinstance(a, PerRun) else a[run.start:run.stop], xs,

@@ -53,12 +53,6 @@ def cross3(a, b):
     return jnp.stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
 
-def skew_left(r, M):
-    """skew(r) M: r (3, ...), M (3, j, ...) -> (3, j, ...) (r x each column of M)."""
-    r = r[:, None]
-    return jnp.stack([r[1] * M[2] - r[2] * M[1], r[2] * M[0] - r[0] * M[2], r[0] * M[1] - r[1] * M[0]], 0)
-
-
 def skew_right(M, r):
     """M skew(r): M (i, 3, ...), r (3, ...) -> (i, 3, ...)."""
     r = r[:, None]
