@@ -244,3 +244,9 @@ def test_dropped_features_are_named():
     with pytest.warns(UserWarning, match=r"frictionloss on \['j'\].*springs \(stiffness\) on \['j'\].*fluid"):
         m = jaxdyn.load_mjcf(xml)
     assert np.asarray(m.friction).tolist() == [0.1]        # MuJoCo's frictionloss, kept (not simulated)
+    # a tendon with armature changes MuJoCo's M (mjx's test_data/tendon/armature.xml: by 97 %)
+    xml = ('<mujoco><worldbody><site name="s0" pos="1 0 1"/><body><joint type="slide"/>'
+           '<geom size=".1" mass="1"/><site name="s1"/></body></worldbody>'
+           '<tendon><spatial armature="123"><site site="s0"/><site site="s1"/></spatial></tendon></mujoco>')
+    with pytest.warns(UserWarning, match=r"1 tendon\(s\), 1 with armature \(MuJoCo adds it to M"):
+        jaxdyn.load_mjcf(xml)

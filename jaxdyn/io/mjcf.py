@@ -149,7 +149,10 @@ def _dropped(m, names):
     if js:
         out.append(f"joint springs (stiffness) on {js[:6]}{' ...' if len(js) > 6 else ''}")
     if m.ntendon:
-        out.append(f"{m.ntendon} tendon(s)")
+        # a tendon's armature enters MuJoCo's M (J_ten^T armature J_ten): say that M differs
+        arm = int(np.count_nonzero(getattr(m, "tendon_armature", ())))
+        out.append(f"{m.ntendon} tendon(s)" + (f", {arm} with armature (MuJoCo adds it to M; jaxdyn's M, "
+                                                "forward and inverse dynamics leave it out)" if arm else ""))
     if np.any(m.body_gravcomp):
         out.append("gravcomp")
     if m.opt.density or m.opt.viscosity:
