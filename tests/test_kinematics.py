@@ -27,6 +27,7 @@ def test_urdf_structure_matches_pinocchio(robot_pair):
         assert list(m.joint_names) == pin_names, name
         np.testing.assert_allclose(np.asarray(m.mass).sum(),
                                    sum(pm.inertias[i].mass for i in range(1, pm.njoints)), rtol=1e-12)
+        np.testing.assert_allclose(jaxdyn.total_mass(m), pin.computeTotalMass(pm), rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["panda", "ur5", "anymal_c", "talos_reduced"])

@@ -2,6 +2,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxdyn
 from jaxdyn import spatial as sp
@@ -88,3 +89,36 @@ def test_inverse_kinematics_reaches_reachable_pose():
     # an unreachable target is reported as not converged
     q, ok, it, err = jaxdyn.inverse_kinematics(m, "ee", R, p + 10.0, q_goal, max_iters=30)
     assert not bool(ok) and float(err) > 1.0
+
+
+def _swap(n=6):
+    """Permutation between Pinocchio's [linear; angular] and Featherstone's [angular; linear]."""
+    return np.roll(np.eye(n), 3, axis=0)
+
+
+def test_se3_maps_and_placements_match_pinocchio():
+    """exp6 / log6 against pin.exp6 / pin.log6; from_placement's Plücker transform acts on a
+    motion as Pinocchio's placement actInv does and carries an inertia as its act does
+    (congruence); roty / rotz equal the placements of pure rotations (pin.utils.rotate)."""
+    pin = pytest.importorskip("pinocchio")
+    P = _swap()
+    r = np.random.default_rng(3)
+    for _ in range(5):
+        v, w = r.normal(size=3), r.normal(size=3)
+        w *= min(1.0, 2.5 / np.linalg.norm(w))                 # |w| < pi: the log is unique
+        R, p = sp.exp6(jnp.asarray(v), jnp.asarray(w))
+        M = pin.exp6(pin.Motion(v, w))
+        np.testing.assert_allclose(R, M.rotation, atol=1e-12)
+        np.testing.assert_allclose(p, M.translation, atol=1e-12)
+        np.testing.assert_allclose(np.concatenate(sp.log6(R, p)), pin.log6(M).vector, atol=1e-10)
+        X = sp.from_placement(R, p)
+        m = r.normal(size=6)                                   # Pinocchio's order
+        np.testing.assert_allclose(sp.to_matrix(X) @ (P @ m), P @ M.actInv(pin.Motion(m)).vector, atol=1e-12)
+        Y = pin.Inertia.Random()
+        np.testing.assert_allclose(sp.congruence(X, jnp.asarray(P @ Y.matrix() @ P.T)),
+                                   P @ M.act(Y).matrix() @ P.T, atol=1e-11)
+        np.testing.assert_allclose(sp.skew(jnp.asarray(v)) @ w, np.cross(v, w), atol=1e-14)
+    for f, ax in ((sp.roty, "y"), (sp.rotz, "z")):
+        Xr = f(0.7)
+        want = sp.from_placement(jnp.asarray(pin.utils.rotate(ax, 0.7)), jnp.zeros(3))
+        np.testing.assert_allclose(sp.to_matrix(Xr), sp.to_matrix(want), atol=1e-14)
