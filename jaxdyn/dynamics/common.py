@@ -12,25 +12,27 @@ from ..model.model import Model
 
 
 def body_inertias(model: Model) -> sp.Inertia:
-    """Compact spatial inertias (m, h, Ibar) of every body in its own frame (leading axis nb)."""
-    return jax.vmap(sp.mcI)(model.mass, model.com, model.inertia)
+    """Compact spatial inertias of every body in its own frame, about its origin: m (nb, ...),
+    h = m c (nb, 3, ...), Ibar = Ic + m (|c|^2 1 - c c^T) (nb, 3, 3, ...) (Featherstone 2008,
+    Eq. 2.63; :func:`jaxdyn.spatial.inertia.mcI` per body), Ic symmetrized; trailing axes: a
+    model per lane."""
+    m, c, Ic = model.mass, model.com, model.inertia
+    Ic = 0.5 * (Ic + jnp.swapaxes(Ic, 1, 2))
+    eye = jnp.eye(3, dtype=m.dtype).reshape((1, 3, 3) + (1,) * (m.ndim - 1))
+    Ibar = Ic + m[:, None, None] * (jnp.sum(c * c, 1)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
+    return sp.Inertia(m, c * m[:, None], Ibar)
 
 
 def body_inertia_matrices(model: Model):
     """Dense 6x6 spatial inertias (nb, 6, 6, ...) (trailing axes: a model per lane), about
-    each body's origin: [[Ibar, [h]x], [[h]x^T, m 1]] with h = m c and Ibar = Ic + m (|c|^2 1 -
-    c c^T) (Featherstone 2008, Eq. 2.63), Ic symmetrized.  Written with component stacks and
-    broadcasts only (no transposed copies of per-lane parameters)."""
-    m, c, Ic = model.mass, model.com, model.inertia
-    Ic = 0.5 * (Ic + jnp.swapaxes(Ic, 1, 2))
-    mm_ = m[:, None, None]
+    each body's origin: [[Ibar, [h]x], [[h]x^T, m 1]] (:func:`body_inertias`).  Written with
+    component stacks and broadcasts only (no transposed copies of per-lane parameters)."""
+    m, h, Ibar = body_inertias(model)
     eye = jnp.eye(3, dtype=m.dtype).reshape((1, 3, 3) + (1,) * (m.ndim - 1))
-    Ibar = Ic + mm_ * (jnp.sum(c * c, 1)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
-    h = c * m[:, None]
     z = jnp.zeros_like(h[:, 0])
     hx = jnp.stack([jnp.stack([z, -h[:, 2], h[:, 1]], 1), jnp.stack([h[:, 2], z, -h[:, 0]], 1),
                     jnp.stack([-h[:, 1], h[:, 0], z], 1)], 1)
-    return jnp.concatenate([jnp.concatenate([Ibar, hx], 2), jnp.concatenate([-hx, mm_ * eye], 2)], 1)
+    return jnp.concatenate([jnp.concatenate([Ibar, hx], 2), jnp.concatenate([-hx, m[:, None, None] * eye], 2)], 1)
 
 
 def check_gravity(model: Model, gravity=None):
