@@ -6,13 +6,15 @@ sweep in body frames (Pinocchio's order of operations).  Then for every dof k of
 F_k = IC_i S_k, and M_ck = S_c^T X_(c<-i)^* F_k for every dof c at or above body i: the force
 columns F and the motion columns S are taken to each tree's root body frame (never the world:
 M does not depend on it, and a floating base far from the world origin would lose digits),
-where the pairing S_c . F_k is one product of the two sets of columns, masked by the tree's
-ancestry.
+where the pairing S_c . F_k is formed only for the pairs (c, k) whose body of c is at or
+above the body of k (the tree's sparsity, as Pinocchio's backward column sweep) and gathered
+into M and its mirror.
 """
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import spatial as sp
 from ..kinematics import joint_transforms, root_transforms
@@ -39,25 +41,31 @@ def dof_masks(model: Model):
     return up, same_body
 
 
-def pair(x, y):
-    """(c, k) -> sum_i x[c, i] y[k, i] for x, y (n, 6, ...) -> (n, n, ...), unrolled over i."""
-    out = x[:, 0][:, None] * y[:, 0][None]
-    for i in range(1, x.shape[1]):
-        out = out + x[:, i][:, None] * y[:, i][None]
-    return out
+def pair_index(model: Model):
+    """The pairs (c, k) with dof c's body at or above dof k's body (numpy (P,) each) and the
+    (nv, nv) index of M's entries into them: M[c, k] = M[k, c] = pair p; P (a zero) elsewhere."""
+    up, same_body = dof_masks(model)
+    c, k = np.nonzero(up)
+    idx = np.full((model.nv, model.nv), len(c))
+    idx[c, k] = np.arange(len(c))
+    other = same_body[c, k] == 0
+    idx[k[other], c[other]] = np.arange(len(c))[other]
+    return c, k, idx
 
 
 def mass_matrix_from(model: Model, J, W):
     """M (nv, nv, ...) from every dof's motion column J_k and composite-force column W_k
-    (nv, 6, ...), both in its tree's root frame: M_ck = J_c . W_k for c at or above k, mirrored,
-    plus the armature on the diagonal."""
-    up, same_body = dof_masks(model)
-    B = pair(J, W)
-    m = lambda a: jnp.asarray(a.reshape(a.shape + (1,) * (B.ndim - 2)), B.dtype)
-    low = B * m(up - same_body)
+    (nv, 6, ...), both in its tree's root frame: M_ck = J_c . W_k for c at or above k (only
+    those pairs are formed), mirrored, plus the armature on the diagonal."""
+    c, k, idx = pair_index(model)
+    Jc, Wk = J[c], W[k]
+    vals = Jc[:, 0] * Wk[:, 0]
+    for i in range(1, 6):
+        vals = vals + Jc[:, i] * Wk[:, i]
+    vals = jnp.concatenate([vals, jnp.zeros_like(vals[:1])], 0)
     arm = model.armature
-    arm = jnp.eye(model.nv, dtype=B.dtype).reshape((model.nv, model.nv) + (1,) * (B.ndim - 2)) * arm[None]
-    return low + jnp.swapaxes(low, 0, 1) + B * m(same_body) + arm
+    arm = jnp.eye(model.nv, dtype=vals.dtype).reshape((model.nv, model.nv) + (1,) * (vals.ndim - 1)) * arm[None]
+    return vals[idx] + arm
 
 
 def crba_passes(model: Model, q, keep=same):
