@@ -15,6 +15,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import spatial as sp
 from ..kinematics import joint_transforms, root_transforms
@@ -41,31 +42,47 @@ def dof_masks(model: Model):
     return up, same_body
 
 
-def pair_index(model: Model):
-    """The pairs (c, k) with dof c's body at or above dof k's body (numpy (P,) each) and the
-    (nv, nv) index of M's entries into them: M[c, k] = M[k, c] = pair p; P (a zero) elsewhere."""
-    up, same_body = dof_masks(model)
-    c, k = np.nonzero(up)
-    idx = np.full((model.nv, model.nv), len(c))
-    idx[c, k] = np.arange(len(c))
-    other = same_body[c, k] == 0
-    idx[k[other], c[other]] = np.arange(len(c))[other]
-    return c, k, idx
+def pair_values(x, y, cs, ks, dof_axis=1):
+    """x_c . y_k, the sum over the components, for the index pairs (cs, ks) (numpy (P,)) only:
+    x, y (m, n, ...) (dof_axis 1) or (n, m, ...) (dof_axis 0) -> (P, ...)."""
+    xc, yk = jnp.take(x, cs, axis=dof_axis), jnp.take(y, ks, axis=dof_axis)
+    part = lambda a, i: lax.index_in_dim(a, i, 1 - dof_axis, keepdims=False)
+    out = part(xc, 0) * part(yk, 0)
+    for i in range(1, x.shape[1 - dof_axis]):
+        out = out + part(xc, i) * part(yk, i)
+    return out
+
+
+def gather_pairs(n, blocks):
+    """(n, n, ...) from blocks (vals (P, ...), cs, ks, mirror) of values at disjoint index pairs:
+    entry (c, k) of each pair, also (k, c) where ``mirror`` (numpy bool (P,)) holds; zero
+    elsewhere (one gather)."""
+    vals = [b[0] for b in blocks]
+    vals = jnp.concatenate(vals + [jnp.zeros_like(vals[0][:1])], 0)
+    idx = np.full((n, n), vals.shape[0] - 1)
+    start = 0
+    for _, cs, ks, mirror in blocks:
+        p = start + np.arange(len(cs))
+        idx[cs, ks] = p
+        idx[ks[mirror], cs[mirror]] = p[mirror]
+        start += len(cs)
+    return vals[idx]
 
 
 def mass_matrix_from(model: Model, J, W):
     """M (nv, nv, ...) from every dof's motion column J_k and composite-force column W_k
     (nv, 6, ...), both in its tree's root frame: M_ck = J_c . W_k for c at or above k (only
     those pairs are formed), mirrored, plus the armature on the diagonal."""
-    c, k, idx = pair_index(model)
-    Jc, Wk = J[c], W[k]
-    vals = Jc[:, 0] * Wk[:, 0]
-    for i in range(1, 6):
-        vals = vals + Jc[:, i] * Wk[:, i]
-    vals = jnp.concatenate([vals, jnp.zeros_like(vals[:1])], 0)
+    up, same_body = dof_masks(model)
+    c, k = np.nonzero(up)
+    M = gather_pairs(model.nv, [(pair_values(J, W, c, k, dof_axis=0), c, k, same_body[c, k] == 0)])
+    return M + armature_matrix(model, M)
+
+
+def armature_matrix(model: Model, like):
+    """diag(armature) (nv, nv, ...) broadcast against ``like`` (nv, nv, ...)."""
     arm = model.armature
-    arm = jnp.eye(model.nv, dtype=vals.dtype).reshape((model.nv, model.nv) + (1,) * (vals.ndim - 1)) * arm[None]
-    return vals[idx] + arm
+    return jnp.eye(model.nv, dtype=like.dtype).reshape((model.nv, model.nv) + (1,) * (like.ndim - 2)) * arm[None]
 
 
 def crba_passes(model: Model, q, keep=same):

@@ -34,6 +34,7 @@ from ..spatial.linalg import mv, tr
 from ..tree import same
 from .tree_inverse import branches, matmul, tree_spd_inverse
 from .common import body_inertia_matrices, gravity_acceleration
+from .crba import armature_matrix, gather_pairs, pair_values
 
 
 class Topology(NamedTuple):
@@ -176,30 +177,12 @@ def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, 
     return a, F, sum(kin.J[i] * Fd[i] for i in range(6))
 
 
-def _pair(x, y):
-    """(c, k) -> sum_i x[i, c] y[i, k] for x, y (n, nv, ...) -> (nv, nv, ...).  This is
-    ``linalg.mm(tr(x), y)`` without materializing tr(x), which was slower, as was a reduction
-    over the leading axis (figures: ``benchmarks/results/design_measurements.md``)."""
-    if x.ndim == 2:
-        return x.T @ y
-    out = x[0][:, None] * y[0][None]                   # unrolled over the leading axis
-    for i in range(1, x.shape[0]):
-        out = out + x[i][:, None] * y[i][None]
-    return out
-
-
-def _mask(m, x):
-    """A (n, n) mask broadcast against x (n, n, ...)."""
-    return m.reshape(m.shape + (1,) * (x.ndim - 2))
-
-
 def mass_matrix(model: Model, topo: Topology, W, J, keep=same):
-    """M (nv, nv, ...) from W_c = IC_c J_c (6, nv, ...): M_ck = W_c . J_k for c at or below k."""
-    Mb = keep(_pair(W, J))
-    low = Mb * _mask(topo.pair - topo.same, Mb)
-    arm = model.armature
-    arm = jnp.eye(arm.shape[0], dtype=Mb.dtype).reshape(arm.shape[:1] * 2 + (1,) * (Mb.ndim - 2)) * arm[None]
-    return low + tr(low) + Mb * _mask(topo.same, Mb) + arm
+    """M (nv, nv, ...) from W_c = IC_c J_c (6, nv, ...): M_ck = W_c . J_k for c at or below k
+    (only those pairs are formed), mirrored."""
+    c, k = np.nonzero(topo.pair)
+    M = keep(gather_pairs(model.nv, [(pair_values(W, J, c, k), c, k, topo.same[c, k] == 0)]))
+    return M + armature_matrix(model, M)
 
 
 def dof_inertias(model: Model, topo: Topology, kin: Kinematics, keep=same):
@@ -223,11 +206,11 @@ def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, ICW, keep=same
     Pq = keep(mv(ICd, dAq) + mv(BCd, u) + sp.cross_force(J, Fd))        # d F_k / d q_k (subtree of k)
     Pv = keep(mv(ICd, dAv) + mv(BCd, J))
     WV, dAqu, dAvJ = keep((jnp.concatenate([W, V]), jnp.concatenate([dAq, u]), jnp.concatenate([dAv, J])))
-    dq, dv = keep((_pair(J, Pq), _pair(J, Pv)))
-    above = _mask(topo.pair.T - topo.same, dq)                          # c's body strictly above k's
-    anc = _mask(topo.pair, dq)
-    dq = keep(dq * above + _pair(WV, dAqu) * anc)
-    dv = keep(dv * above + _pair(WV, dAvJ) * anc)
+    above, anc = np.nonzero(topo.pair.T - topo.same), np.nonzero(topo.pair)   # c's body strictly above k's; k's at or above c's
+    no = np.zeros(len(above[0]), bool), np.zeros(len(anc[0]), bool)
+    dq, dv = (keep(gather_pairs(model.nv, [(pair_values(J, P, *above), *above, no[0]),
+                                           (pair_values(WV, D, *anc), *anc, no[1])]))
+              for P, D in ((Pq, dAqu), (Pv, dAvJ)))
     return dq, dv
 
 
