@@ -69,20 +69,16 @@ def gather_pairs(n, blocks):
     return vals[idx]
 
 
-def mass_matrix_from(model: Model, J, W):
-    """M (nv, nv, ...) from every dof's motion column J_k and composite-force column W_k
-    (nv, 6, ...), both in its tree's root frame: M_ck = J_c . W_k for c at or above k (only
-    those pairs are formed), mirrored, plus the armature on the diagonal."""
+def mass_matrix_from(model: Model, J, W, dof_axis=0):
+    """M (nv, nv, ...) from every dof's motion column J_k and composite-force column W_k, both
+    in its tree's root frame, (nv, 6, ...) (dof_axis 0) or (6, nv, ...) (dof_axis 1):
+    M_ck = J_c . W_k for c at or above k (only those pairs are formed), mirrored, plus the
+    armature on the diagonal."""
     up, same_body = dof_masks(model)
     c, k = np.nonzero(up)
-    M = gather_pairs(model.nv, [(pair_values(J, W, c, k, dof_axis=0), c, k, same_body[c, k] == 0)])
-    return M + armature_matrix(model, M)
-
-
-def armature_matrix(model: Model, like):
-    """diag(armature) (nv, nv, ...) broadcast against ``like`` (nv, nv, ...)."""
+    M = gather_pairs(model.nv, [(pair_values(J, W, c, k, dof_axis), c, k, same_body[c, k] == 0)])
     arm = model.armature
-    return jnp.eye(model.nv, dtype=like.dtype).reshape((model.nv, model.nv) + (1,) * (like.ndim - 2)) * arm[None]
+    return M + jnp.eye(model.nv, dtype=M.dtype).reshape((model.nv, model.nv) + (1,) * (M.ndim - 2)) * arm[None]
 
 
 def crba_passes(model: Model, q, keep=same):

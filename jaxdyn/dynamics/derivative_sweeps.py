@@ -34,7 +34,7 @@ from ..spatial.linalg import mv, tr
 from ..tree import same
 from .tree_inverse import branches, matmul, tree_spd_inverse
 from .common import body_inertia_matrices, gravity_acceleration
-from .crba import armature_matrix, gather_pairs, pair_values
+from .crba import gather_pairs, mass_matrix_from, pair_values
 
 
 class Topology(NamedTuple):
@@ -177,14 +177,6 @@ def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, 
     return a, F, sum(kin.J[i] * Fd[i] for i in range(6))
 
 
-def mass_matrix(model: Model, topo: Topology, W, J, keep=same):
-    """M (nv, nv, ...) from W_c = IC_c J_c (6, nv, ...): M_ck = W_c . J_k for c at or below k
-    (only those pairs are formed), mirrored."""
-    c, k = np.nonzero(topo.pair)
-    M = keep(gather_pairs(model.nv, [(pair_values(W, J, c, k), c, k, topo.same[c, k] == 0)]))
-    return M + armature_matrix(model, M)
-
-
 def dof_inertias(model: Model, topo: Topology, kin: Kinematics, keep=same):
     """Per dof: IC of its body (6, 6, nv, ...) and W = IC J (6, nv, ...)."""
     ICd = keep(_gather(kin.IC, topo.body, 2, model.nb))
@@ -226,7 +218,7 @@ def rnea_derivatives_terms(model: Model, q, qd, qdd, gravity=None, keep=same):
     kin = kinematics(model, topo, *joint_transforms(model, q, keep), qd, gravity, keep)
     a, F, _ = joint_forces(model, topo, kin, qdd, keep)
     ICW = dof_inertias(model, topo, kin, keep)
-    return assemble(model, topo, kin, a, F, ICW, keep) + (mass_matrix(model, topo, ICW[1], kin.J, keep),)
+    return assemble(model, topo, kin, a, F, ICW, keep) + (keep(mass_matrix_from(model, kin.J, ICW[1], dof_axis=1)),)
 
 
 def aba_derivatives_terms(model: Model, q, qd, tau, gravity=None, keep=same):
@@ -237,7 +229,7 @@ def aba_derivatives_terms(model: Model, q, qd, tau, gravity=None, keep=same):
     kin = kinematics(model, topo, *joint_transforms(model, q, keep), qd, gravity, keep)
     _, _, h = joint_forces(model, topo, kin, None, keep)
     ICW = dof_inertias(model, topo, kin, keep)
-    M = mass_matrix(model, topo, ICW[1], kin.J, keep)
+    M = keep(mass_matrix_from(model, kin.J, ICW[1], dof_axis=1))
     Mi = inverse_mass_matrix(topo, M, keep)
     b = tau - h                    # each product kept: fused, the three nested M^-1 / M products
     qdd = keep(mv(Mi, b))          # were recomputed for every element of J qdd
