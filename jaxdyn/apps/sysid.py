@@ -27,10 +27,10 @@ import numpy as np
 import optax
 
 from .. import spatial as sp
-from ..dynamics.common import body_inertias
 from ..dynamics.rnea import rnea_passes
 from ..errors import ArgumentError, ShapeError
 from ..model.model import check_state
+from ..model.parameters import body_inertias
 from . import joint_terms as jt
 from .excitation import (Fourier as Fourier, fourier_eval as fourier_eval, fourier_excitation as fourier_excitation,
                          sample_fourier as sample_fourier)

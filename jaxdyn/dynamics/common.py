@@ -9,23 +9,12 @@ from jax.custom_derivatives import SymbolicZero
 from .. import spatial as sp
 from ..errors import ShapeError
 from ..model.model import Model
-
-
-def body_inertias(model: Model) -> sp.Inertia:
-    """Compact spatial inertias of every body in its own frame, about its origin: m (nb, ...),
-    h = m c (nb, 3, ...), Ibar = Ic + m (|c|^2 1 - c c^T) (nb, 3, 3, ...) (Featherstone 2008,
-    Eq. 2.63; :func:`jaxdyn.spatial.inertia.mcI` per body), Ic symmetrized; trailing axes: a
-    model per lane."""
-    m, c, Ic = model.mass, model.com, model.inertia
-    Ic = 0.5 * (Ic + jnp.swapaxes(Ic, 1, 2))
-    eye = jnp.eye(3, dtype=m.dtype).reshape((1, 3, 3) + (1,) * (m.ndim - 1))
-    Ibar = Ic + m[:, None, None] * (jnp.sum(c * c, 1)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
-    return sp.Inertia(m, c * m[:, None], Ibar)
+from ..model.parameters import body_inertias
 
 
 def body_inertia_matrices(model: Model):
     """Dense 6x6 spatial inertias (nb, 6, 6, ...) (trailing axes: a model per lane), about
-    each body's origin: [[Ibar, [h]x], [[h]x^T, m 1]] (:func:`body_inertias`).  Written with
+    each body's origin: [[Ibar, [h]x], [[h]x^T, m 1]] (:func:`jaxdyn.model.parameters.body_inertias`).  Written with
     component stacks and broadcasts only (no transposed copies of per-lane parameters)."""
     m, h, Ibar = body_inertias(model)
     eye = jnp.eye(3, dtype=m.dtype).reshape((1, 3, 3) + (1,) * (m.ndim - 1))

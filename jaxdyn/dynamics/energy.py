@@ -9,7 +9,7 @@ from .._typing import Configuration, Tangent
 from .. import spatial as sp
 from ..kinematics import body_velocities, joint_transforms, world_transforms
 from ..model.model import Model, check_state
-from .common import body_inertias
+from ..model.parameters import body_inertias
 
 
 @jax.jit

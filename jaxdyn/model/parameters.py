@@ -17,6 +17,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .. import spatial as sp
 from ..errors import ArgumentError, ShapeError
 
 PARAMETERS = ("mass", "com", "inertia", "armature", "damping", "friction", "Xtree_E", "Xtree_r", "axis", "pitch",
@@ -58,6 +59,18 @@ def with_parameters(model, params: dict):
     return model.replace(**new)
 
 
+def body_inertias(model):
+    """Compact spatial inertias of every body in its own frame, about its origin: m (nb, ...),
+    h = m c (nb, 3, ...), Ibar = Ic + m (|c|^2 1 - c c^T) (nb, 3, 3, ...) (Featherstone 2008,
+    Eq. 2.63; :func:`jaxdyn.spatial.inertia.mcI` per body), Ic symmetrized; trailing axes: a
+    model per lane."""
+    m, c, Ic = model.mass, model.com, model.inertia
+    Ic = 0.5 * (Ic + jnp.swapaxes(Ic, 1, 2))
+    eye = jnp.eye(3, dtype=m.dtype).reshape((1, 3, 3) + (1,) * (m.ndim - 1))
+    Ibar = Ic + m[:, None, None] * (jnp.sum(c * c, 1)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
+    return sp.Inertia(m, c * m[:, None], Ibar)
+
+
 @jax.jit
 def log_cholesky_parameters(model):
     """Per-body log-Cholesky parameters theta (nb, 10) of the pseudo-inertias (Rucker & Wensing
@@ -65,15 +78,12 @@ def log_cholesky_parameters(model):
     consistent body, so optimize theta instead of (mass, com, inertia) when every iterate must
     be valid.  NaN rows for bodies without a positive-definite pseudo-inertia (massless or
     flat bodies)."""
-    from .. import spatial as sp
-    I = jax.vmap(sp.mcI)(model.mass, model.com, model.inertia)
-    return jax.vmap(sp.inertia.to_log_cholesky)(I)
+    return jax.vmap(sp.inertia.to_log_cholesky)(body_inertias(model))
 
 
 @jax.jit
 def with_log_cholesky_parameters(model, theta):
     """The model with mass, com and inertia (about the COM) set from theta (nb, 10)."""
-    from .. import spatial as sp
     theta = jnp.asarray(theta)
     if theta.shape != (model.nb, 10):
         raise ShapeError(f"theta must have shape (nb, 10) = ({model.nb}, 10) for model {model.name!r}, "
