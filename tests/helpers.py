@@ -4,6 +4,7 @@ import os
 import numpy as np
 import pytest
 
+import jaxdyn
 from jaxdyn.io.named import example_robot_data_dir
 
 ROBOTS_DIR = example_robot_data_dir()
@@ -52,24 +53,26 @@ def rand_state(m, s):
     """(q, qd, tau) of seed s: q = jaxdyn.random_configuration, qd ~ N(0, 1), tau ~ N(0, 9)."""
     import jax
     import jax.numpy as jnp
-    import jaxdyn
     q = jaxdyn.random_configuration(m, jax.random.PRNGKey(s))
     r = np.random.default_rng(s)
     return q, jnp.asarray(r.normal(size=m.nv)), jnp.asarray(r.normal(size=m.nv) * 3)
 
 
+SMALL_MODELS = {
+    "puma560": lambda: jaxdyn.robots.puma560(),
+    "stanford": lambda: jaxdyn.robots.stanford_arm(),
+    "planar3": lambda: jaxdyn.robots.planar3(),
+    "tree_float": lambda: jaxdyn.robots.random_tree(10, 0.5, 4, floating_base=True),      # all seven joint types
+    "tree_sph": lambda: jaxdyn.robots.random_tree(9, 0.3, 2, joint_types=("spherical", "prismatic", "revolute")),
+}
+"""Builders of the seeds' arms and two random trees, by name: PUMA 560, Stanford arm, planar 3R,
+a floating tree with all seven joint types, a fixed branched tree of spherical, prismatic and
+revolute joints."""
+
+
 def small_models():
-    """The seeds' arms and two random trees, by name: PUMA 560, Stanford arm, planar 3R, a
-    floating tree with all seven joint types, a fixed branched tree of spherical, prismatic and
-    revolute joints."""
-    import jaxdyn
-    return {"puma560": jaxdyn.robots.puma560(), "stanford": jaxdyn.robots.stanford_arm(),
-            "planar3": jaxdyn.robots.planar3(),
-            "tree_float": jaxdyn.robots.random_tree(10, 0.5, 4, floating_base=True),
-            "tree_sph": jaxdyn.robots.random_tree(9, 0.3, 2, joint_types=("spherical", "prismatic", "revolute"))}
-
-
-SMALL_MODELS = ["puma560", "stanford", "planar3", "tree_float", "tree_sph"]
+    """Every model of :data:`SMALL_MODELS`, built: {name: Model}."""
+    return {k: f() for k, f in SMALL_MODELS.items()}
 
 
 def batch_states(m, n, seed):
@@ -77,7 +80,6 @@ def batch_states(m, n, seed):
     tau ~ N(0, 9), f_ext (n, nb, 6) ~ N(0, 1)."""
     import jax
     import jax.numpy as jnp
-    import jaxdyn
     keys = jax.random.split(jax.random.PRNGKey(seed), n)
     q = jax.vmap(lambda k: jaxdyn.random_configuration(m, k))(keys)
     r = np.random.default_rng(seed)
@@ -91,7 +93,6 @@ def singular_forest(damping=None):
     singular) and whose second tree is regular.  Returns (model, dofs of the first tree,
     dofs of the second)."""
     import jax.numpy as jnp
-    import jaxdyn
     r = np.random.default_rng(0)
     nb = 6
     mass, inertia = r.uniform(0.5, 2, nb), np.tile(np.eye(3) * 0.1, (nb, 1, 1))

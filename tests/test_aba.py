@@ -18,7 +18,7 @@ from jax.test_util import check_grads
 pin = pytest.importorskip("pinocchio")
 
 import jaxdyn
-from helpers import close, rand_state, rng_states, singular_forest, SMALL_MODELS, small_models
+from helpers import close, rand_state, rng_states, singular_forest, SMALL_MODELS
 from pinutil import REFERENCE_CASES, pin_forces, pin_mass_matrix, reference_case, world_and_local_forces
 
 
@@ -75,7 +75,7 @@ def test_one_state_aba_as_exact_as_pinocchio_on_ill_conditioned_trees(rel, float
 
 @pytest.mark.parametrize("name", SMALL_MODELS)
 def test_aba_inverts_rnea_and_equals_crba_cholesky(name):
-    m = small_models()[name]
+    m = SMALL_MODELS[name]()
     for s in range(3):
         q, qd, tau = rand_state(m, s)
         qdd = jaxdyn.aba(m, q, qd, tau)

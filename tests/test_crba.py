@@ -11,7 +11,7 @@ from jax.test_util import check_grads
 pin = pytest.importorskip("pinocchio")
 
 import jaxdyn
-from helpers import close, rand_state, SMALL_MODELS, small_models
+from helpers import close, rand_state, SMALL_MODELS
 from pinutil import PIN_CRBA_INCONSISTENT, REFERENCE_CASES, pin_mass_matrix, pin_minv, reference_case
 
 
@@ -28,7 +28,7 @@ def test_crba_and_minv_match_pinocchio(robot_pair, name):
 @pytest.mark.parametrize("name", SMALL_MODELS)
 def test_crba_identities(name):
     """M a + h = rnea(a), M^-1 M = 1 for every M^-1 method, T = 1/2 qd^T M qd (three states)."""
-    m = small_models()[name]
+    m = SMALL_MODELS[name]()
     for s in range(3):
         q, qd, a = rand_state(m, s)
         M = jaxdyn.crba(m, q)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from helpers import SMALL_MODELS, batch_states, close, rng_states, small_models
+from helpers import SMALL_MODELS, batch_states, close, rng_states
 
 METHODS = ("udut", "operator_fd1", "operator_fd2", "operator_fd3", "operator_fd4", "virtual_work")
 
@@ -34,7 +34,7 @@ def check_all_methods(m, q, qd, tau, fx):
 
 @pytest.mark.parametrize("name", SMALL_MODELS)
 def test_methods_equal_aba_builtin(name):
-    m = small_models()[name]
+    m = SMALL_MODELS[name]()
     check_all_methods(m, *batch_states(m, 4, 1))
 
 
@@ -54,7 +54,7 @@ def test_methods_equal_aba_urdf(robot_pair, name):
 def test_methods_with_armature_and_damping(name):
     """Armature enters D (Saha) and the articulated inertias; damping enters the front door's
     tau.  Virtual work has no armature term: NaN, as documented."""
-    m = small_models()[name]
+    m = SMALL_MODELS[name]()
     m = dataclasses.replace(m, armature=jnp.linspace(0.05, 0.5, m.nv), damping=jnp.linspace(0.1, 0.3, m.nv))
     for s in range(2):
         q = jaxdyn.random_configuration(m, jax.random.PRNGKey(s))
@@ -67,7 +67,7 @@ def test_methods_with_armature_and_damping(name):
 
 
 def test_gradients_match_aba():
-    m = small_models()["tree_sph"]
+    m = SMALL_MODELS["tree_sph"]()
     q, qd, tau, _ = batch_states(m, 1, 8)
     q, qd, tau = q[0], qd[0], tau[0]
 
@@ -91,7 +91,7 @@ def test_gradients_match_aba():
 
 
 def test_stacked_heterogeneous_models():
-    ms = [jaxdyn.robots.puma560(), jaxdyn.robots.stanford_arm(), small_models()["tree_float"]]
+    ms = [jaxdyn.robots.puma560(), jaxdyn.robots.stanford_arm(), SMALL_MODELS["tree_float"]()]
     big = jaxdyn.stack(ms)
     qs, qds, taus = [], [], []
     for i, m in enumerate(ms):

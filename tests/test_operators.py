@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from helpers import close, rng_states, small_models
+from helpers import SMALL_MODELS, close, rng_states
 
 
 @pytest.mark.parametrize("name", ["puma560", "tree_float", "tree_sph"])
 def test_innovations_factorization(name):
-    m = small_models()[name]
+    m = SMALL_MODELS[name]()
     m = dataclasses.replace(m, armature=jnp.linspace(0.05, 0.5, m.nv))   # armature enters D
     for s in range(2):
         q = jaxdyn.random_configuration(m, jax.random.PRNGKey(s))
@@ -45,7 +45,7 @@ def test_operator_minv_matches_pinocchio(robot_pair, name):
 
 def test_operator_fd2_link_accelerations():
     """FD2's alpha (5.6) are the bodies' spatial accelerations under the computed qdd."""
-    m = small_models()["tree_float"]
+    m = SMALL_MODELS["tree_float"]()
     q = jaxdyn.random_configuration(m, jax.random.PRNGKey(6))
     r = np.random.default_rng(6)
     qd, tau = jnp.asarray(r.normal(size=m.nv)), jnp.asarray(r.normal(size=m.nv) * 3)
@@ -57,7 +57,7 @@ def test_operator_fd2_link_accelerations():
 
 @pytest.mark.parametrize("name", ["puma560", "tree_float", "tree_sph"])
 def test_opspace_inverse_inertia(name):
-    m = small_models()[name]
+    m = SMALL_MODELS[name]()
     frames = list(m.frame_names)
     pick = [frames[-1], frames[len(frames) // 2], frames[1]]
     for s in range(2):

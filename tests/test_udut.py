@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from helpers import close, rng_states, small_models
+from helpers import SMALL_MODELS, close, rng_states
 
 
 @pytest.mark.parametrize("name", ["puma560", "tree_float", "tree_sph"])
 def test_udut_factors_and_denoc(name):
-    m = small_models()[name]
+    m = SMALL_MODELS[name]()
     m = dataclasses.replace(m, armature=jnp.linspace(0.05, 0.5, m.nv))   # armature enters D
     anc = np.asarray(jaxdyn.kinematics.ancestors(m))
     body_of = np.full(m.nv, -1)
@@ -53,7 +53,7 @@ def test_udut_inverse_matches_pinocchio(robot_pair, name):
 
 def test_denoc_twists_are_mass_centre_velocities():
     """t = N_l N_d thd gives [omega_i; v_Ci] (Eq. 4), checked against point velocities."""
-    m = small_models()["tree_sph"]
+    m = SMALL_MODELS["tree_sph"]()
     q = jaxdyn.random_configuration(m, jax.random.PRNGKey(4))
     qd = jnp.asarray(np.random.default_rng(4).normal(size=m.nv))
     dn = jaxdyn.saha.denoc(m, q)
