@@ -30,6 +30,14 @@ def test_transform_ops_match_matrices():
         np.testing.assert_allclose(sp.to_matrix(sp.inverse(X)), np.linalg.inv(X6), atol=1e-12)
         Xb = sp.from_matrix(X6)
         np.testing.assert_allclose(Xb.r, X.r, atol=1e-12)
+        # X^T I X of a symmetric matrix that is not a rigid-body inertia (an articulated inertia),
+        # one object and a batch-last stack of 3 (lane 1 is this one), against the 6x6 products
+        G = r.normal(size=(6, 6))
+        I = jnp.asarray(G @ G.T)
+        np.testing.assert_allclose(sp.congruence(X, I), X6.T @ I @ X6, atol=1e-11)
+        lanes = lambda *a: jnp.stack(a, -1)
+        Xs = sp.Transform(lanes(X.E.T, X.E, Y.E), lanes(-X.r, X.r, Y.r))
+        np.testing.assert_allclose(sp.congruence(Xs, lanes(2 * I, I, I))[..., 1], X6.T @ I @ X6, atol=1e-11)
         # cross products and their duality: (v x)^T = -(v x*)
         np.testing.assert_allclose(sp.cross_motion(m, f), sp.crm(m) @ f, atol=1e-12)
         np.testing.assert_allclose(sp.cross_force(m, f), sp.crf(m) @ f, atol=1e-12)

@@ -52,8 +52,7 @@ def inertia_step(IA, x, keep=same):
     Dinv = keep(spd_inverse_components(D))
     UDinv = keep(mm(U, Dinv))
     Ia = keep(IA - mm(UDinv, tr(U)))
-    X6 = keep(sp.to_matrix(sp.Transform(E, r)))
-    return mm(tr(X6), keep(mm(Ia, X6))), (U, Dinv, UDinv, Ia)
+    return sp.translate_congruence(r, keep(sp.rotate_congruence(E, Ia))), (U, Dinv, UDinv, Ia)
 
 
 def bias_step(pA, x, keep=same):

@@ -21,7 +21,7 @@ from .. import spatial as sp
 from ..kinematics import joint_transforms, root_transforms
 from ..kinematics.bodies import dof_columns
 from ..model.model import Model
-from ..spatial.linalg import mm, tr
+from ..spatial.linalg import mm
 from ..tree import PerRun, backward_sweep, same
 from .common import body_inertia_matrices
 
@@ -29,8 +29,8 @@ from .common import body_inertia_matrices
 def composite_step(IC, x, keep=same):
     """IC_i is complete when body i is reached; its parent receives Xup^T IC_i Xup.
     x = (E, r).  Returns (Xup^T IC Xup, IC)."""
-    X6 = keep(sp.to_matrix(sp.Transform(*x)))
-    return mm(tr(X6), keep(mm(IC, X6))), IC
+    E, r = x
+    return sp.translate_congruence(r, keep(sp.rotate_congruence(E, IC))), IC
 
 
 def dof_masks(model: Model):

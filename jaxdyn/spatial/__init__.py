@@ -4,6 +4,8 @@ from .transforms import (Transform as Transform, skew as skew, rot_E as rot_E, r
                          compose as compose, inverse as inverse, apply_motion as apply_motion,
                          apply_motion_inv as apply_motion_inv, apply_force as apply_force,
                          apply_force_T as apply_force_T, congruence as congruence,
+                         rotate_congruence as rotate_congruence,
+                         translate_congruence as translate_congruence,
                          to_matrix as to_matrix, to_force_matrix as to_force_matrix,
                          from_matrix as from_matrix, XtoV as XtoV, placement as placement,
                          from_placement as from_placement)

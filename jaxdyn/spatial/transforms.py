@@ -120,9 +120,27 @@ def apply_force_T(X: Transform, f):
 
 def congruence(X: Transform, I):
     """X^T I X for a symmetric 6x6 matrix I (6, 6, ...) (an inertia in B -> the same inertia
-    in A), component-first, as two products with the 6x6 motion transform."""
-    X6 = to_matrix(X)
-    return mm(tr(X6), mm(I, X6))
+    in A), component-first, in the factors X = R T (R = diag(E, E), T = [[1, 0], [-rx, 1]]):
+    :func:`translate_congruence` of :func:`rotate_congruence`, about half the multiplies of
+    two 6x6 products."""
+    return translate_congruence(X.r, rotate_congruence(X.E, I))
+
+
+def rotate_congruence(E, I):
+    """R^T I R with R = diag(E, E), for a symmetric I (6, 6, ...): each 3x3 block as
+    E^T (.) E (component-first)."""
+    Et = tr(E)
+    A, B, C = (mm(Et, mm(I[i:i + 3, j:j + 3], E)) for i, j in ((0, 0), (0, 3), (3, 3)))
+    return jnp.concatenate([jnp.concatenate([A, B], 1), jnp.concatenate([tr(B), C], 1)], 0)
+
+
+def translate_congruence(r, I):
+    """T^T I T with T = [[1, 0], [-rx, 1]], for a symmetric I = [[A, B], [B^T, C]]
+    (6, 6, ...): [[A + rx B^T - B' rx, B'], [B'^T, C]] with B' = B + rx C (component-first)."""
+    A, B, C = I[:3, :3], I[:3, 3:], I[3:, 3:]
+    B1 = B + cross3(r[:, None], C)
+    A1 = A + cross3(r[:, None], tr(B)) - skew_right(B1, r)
+    return jnp.concatenate([jnp.concatenate([A1, B1], 1), jnp.concatenate([tr(B1), C], 1)], 0)
 
 
 def to_matrix(X: Transform):
