@@ -50,8 +50,8 @@ def inertia_step(IA, x, keep=same):
     U = keep(mm(IA, S))
     D = mm(tr(S), U) + arm[:, None] * eye_like(S.shape[1], U)
     Dinv = keep(spd_inverse_components(D))
-    UDinv = keep(mm(U, Dinv))
-    Ia = keep(IA - mm(UDinv, tr(U)))
+    UDinv = mm(U, Dinv)
+    Ia = IA - mm(UDinv, tr(U))
     return sp.translate_congruence(r, keep(sp.rotate_congruence(E, Ia))), (U, Dinv, UDinv, Ia)
 
 
