@@ -243,7 +243,7 @@ def minv(model: Model, q: Configuration, method="aba") -> JointMatrix:
     """M(q)^-1 (nv, nv), symmetric.  ``method``: "aba" (the articulated-body factorization
     applied to every unit vector, :mod:`jaxdyn.dynamics.minv`), "cholesky" (CRBA and one
     Cholesky factorization per tree) or "operator" (Rodriguez and Kreutz's innovations
-    inverse, :func:`jaxdyn.operator.minv_operator`).  A tree with a singular pivot (a massless
+    inverse, :func:`jaxdyn.operators.minv_operator`).  A tree with a singular pivot (a massless
     leaf on a joint) gives NaN on its own rows and columns with every method."""
     model, (q,) = _prepare(model, q=q)
     if method not in MINV_METHODS:

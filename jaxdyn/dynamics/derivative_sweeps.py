@@ -139,7 +139,7 @@ def kinematics(model: Model, topo: Topology, Xup, S, qd, gravity=None, keep=same
     (:func:`jaxdyn.kinematics.joint_transforms`, batch axis last) and qd (nv, ...).  Velocities and accelerations are sums over the dofs that move a body,
     v_i = sum_k A_ik J_k qd_k and a_i = g_i + sum_k A_ik (J_k qdd_k + (v_k x J_k) qd_k) with
     v_k the velocity of dof k's body (J_k is fixed in that body, so dJ_k/dt = v_k x J_k).
-    ``keep`` is applied to intermediate products (as in :mod:`jaxdyn.dynamics.aba_steps`)."""
+    ``keep`` is applied to intermediate products (as in :mod:`jaxdyn.dynamics.aba`)."""
     nb = model.nb
     E, r = bodies(Xup)
     batch = (1,) * (E.ndim - 3)

@@ -179,7 +179,7 @@ def innovations_operators(model: Model, q):
 def unit_upper_factor(model: Model, S, phi, L):
     """Dense (1 + H Phi L) (nv, nv) from per-body H^T = S, phi and L: column j is the causal
     propagation (4.13) of the unit innovation e_j.  Saha's U is the same matrix
-    (p = S, B^T = phi, B^T psi = L), so :func:`jaxdyn.udut` builds it here too."""
+    (p = S, B^T = phi, B^T psi = L), so :func:`jaxdyn.saha.udut` builds it here too."""
     dt = phi.dtype
 
     def col(e):

@@ -186,7 +186,7 @@ def tree_spd_inverse(M, roots, keep=same):
     """M^-1 (n, n, ...) of an SPD joint-space inertia M (n, n, ...) whose sparsity follows the
     branch forest ``roots`` (:func:`branches`), by nested Schur complements (module docstring).
     ``keep``: the fusion barrier applied to every product (as in
-    :mod:`jaxdyn.dynamics.aba_steps`).  NaN on the rows and columns of a tree whose block of M
+    :mod:`jaxdyn.dynamics.aba`).  NaN on the rows and columns of a tree whose block of M
     is not positive definite."""
     n = M.shape[0]
     if n == 0 or not roots:
