@@ -34,13 +34,15 @@ def test_links_exist(page):
 
 
 def resolve(dotted):
-    """The object a dotted ``jaxdyn.a.b`` name denotes (modules imported on the way)."""
+    """The object a dotted ``jaxdyn.a.b`` name denotes: a submodule where one has that name
+    (``jaxdyn.integrators.rk4`` the module, though the package re-exports a function rk4),
+    else an attribute."""
     parts = dotted.split(".")
     obj = importlib.import_module(parts[0])
     for k, p in enumerate(parts[1:], 1):
-        if not hasattr(obj, p):
+        try:
             obj = importlib.import_module(".".join(parts[:k + 1]))
-        else:
+        except ImportError:
             obj = getattr(obj, p)
     return obj
 
@@ -55,6 +57,26 @@ def test_named_objects_exist(page):
         except (AttributeError, ImportError):
             missing.append(name)
     assert not missing, f"{page} names objects jaxdyn does not have: {missing}"
+
+
+def test_docstring_references_resolve():
+    """Every Sphinx-style cross-reference to jaxdyn in the package's source (``:mod:`` ,
+    ``:func:`` , ``:class:`` , ...: pdoc renders them as links) names an object that exists."""
+    refs = set()
+    for folder, _, files in os.walk(os.path.join(ROOT, "jaxdyn")):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(folder, f)) as fh:
+                    refs |= {(os.path.relpath(os.path.join(folder, f), ROOT), name)
+                             for name in re.findall(r":[a-z]+:`(jaxdyn(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`", fh.read())}
+    assert len(refs) > 20
+    missing = []
+    for where, name in sorted(refs):
+        try:
+            resolve(name)
+        except (AttributeError, ImportError):
+            missing.append(f"{where}: {name}")
+    assert not missing, missing
 
 
 def test_public_names_are_documented():
