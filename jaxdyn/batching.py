@@ -18,8 +18,8 @@ would stream every array through memory twice).  The rule passes the algorithm a
 barrier ``keep``: XLA:CPU fuses a product into every consumer and recomputes it there;
 ``keep(x)``, a ``lax.cond`` on the chunk counter that XLA cannot fold, makes each named
 quantity of a step (U, D^-1, ...) be computed once (the steps keep what many products read;
-a product of a few multiplies is cheaper recomputed than kept).  On other backends the batch is one chunk and ``keep`` is
-the identity (a GPU runs the lanes in parallel).  The choice is ``lax.platform_dependent``,
+a product of a few multiplies is cheaper recomputed than kept).  On other backends the batch
+is one chunk and ``keep`` is the identity (a GPU runs the lanes in parallel).  The choice is ``lax.platform_dependent``,
 made where the program is lowered.  Arguments may be sharded along the batch axis
 (``jax.sharding.NamedSharding``): a chunk takes every n-th state, so the shards stay on their
 devices.
