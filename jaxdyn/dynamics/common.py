@@ -14,8 +14,9 @@ from ..model.parameters import body_inertias
 
 def body_inertia_matrices(model: Model):
     """Dense 6x6 spatial inertias (nb, 6, 6, ...) (trailing axes: a model per lane), about
-    each body's origin: [[Ibar, [h]x], [[h]x^T, m 1]] (:func:`jaxdyn.model.parameters.body_inertias`).  Written with
-    component stacks and broadcasts only (no transposed copies of per-lane parameters)."""
+    each body's origin: [[Ibar, [h]x], [[h]x^T, m 1]]
+    (:func:`jaxdyn.model.parameters.body_inertias`).  Written with component stacks and
+    broadcasts only (no transposed copies of per-lane parameters)."""
     m, h, Ibar = body_inertias(model)
     eye = jnp.eye(3, dtype=m.dtype).reshape((1, 3, 3) + (1,) * (m.ndim - 1))
     z = jnp.zeros_like(h[:, 0])

@@ -25,6 +25,7 @@ PARAMETERS = ("mass", "com", "inertia", "armature", "damping", "friction", "Xtre
 """Float fields of a Model that ``parameters`` may return (joint limits and frame placements
 are data, not parameters; ``v_pad`` is padding bookkeeping)."""
 
+
 def parameters(model, names=PARAMETERS) -> dict:
     """Dict {name: array} of the model's float parameters (shapes as in the Model: mass (nb,),
     com (nb, 3), inertia (nb, 3, 3), armature/damping/friction (nv,), Xtree_E (nb, 3, 3), Xtree_r (nb, 3),
