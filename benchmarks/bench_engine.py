@@ -10,7 +10,8 @@ Usage: python benchmarks/bench_engine.py [--before /path/to/old/checkout] [--rou
          [--out benchmarks/results/engine.json]
 
 The stack rows: the four robots as one ``jaxdyn.stack`` (1024 lanes each, ``vmap`` over the
-union tree), and the same lanes as one program of four ``vmap`` s, one per robot
+union tree), the same stack with ``per_member=True`` (each robot's lanes on its own tree,
+``per_member``), and the same lanes as one program of four ``vmap`` s, one per robot
 (``members``).
 
 Each jaxdyn version runs in its own worker processes (``--rounds`` of them, alternating
@@ -22,6 +23,7 @@ latency rows).  Writes JSON and a PNG plot.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import subprocess
@@ -116,6 +118,11 @@ def worker(args):
     for fn, f in fs.items():
         g = jax.jit(jax.vmap(f))
         out[f"stack/{fn}/vmap"] = median_time(lambda: jax.block_until_ready(g(big, Q, V, T))) / len(member) * 1e6
+    if "per_member" in inspect.signature(jaxdyn.stack).parameters:      # each member's lanes on its own tree
+        pm = jaxdyn.stack(ms, per_member=True).lanes(member)
+        for fn, f in fs.items():
+            g = jax.jit(jax.vmap(f))
+            out[f"stack/{fn}/per_member"] = median_time(lambda: jax.block_until_ready(g(pm, Q, V, T))) / len(member) * 1e6
     for fn, f in fs.items():                 # the same lanes, each robot's own vmap in one program
         g = jax.jit(lambda ms, S, f=f: [jax.vmap(f, (None, 0, 0, 0))(m, *s) for m, s in zip(ms, S)])
         out[f"stack/{fn}/members"] = median_time(lambda: jax.block_until_ready(g(ms, S))) / len(member) * 1e6
@@ -196,6 +203,7 @@ def plot(res, path, batch):
     fig, axes = plt.subplots(1, len(FUNCS), figsize=(4.2 * len(FUNCS), 4), sharey=False)
     robots = sorted({k.split("/")[0] for k in res["after"]}, key=lambda r: (r == "stack", r))
     series = [("after: jax.jit(jax.vmap(f))", lambda r, f: res["after"].get(f"{r}/{f}/vmap")),
+              ("after: per-member stack", lambda r, f: res["after"].get(f"{r}/{f}/per_member")),
               ("after: a vmap per robot (stack)", lambda r, f: res["after"].get(f"{r}/{f}/members"))]
     if "before" in res:
         series.append(("before: jax.jit(jax.vmap(f))", lambda r, f: res["before"].get(f"{r}/{f}/vmap")))

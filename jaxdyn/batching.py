@@ -22,7 +22,8 @@ a product of a few multiplies is cheaper recomputed than kept).  On other backen
 is one chunk and ``keep`` is the identity (a GPU runs the lanes in parallel).  The choice is ``lax.platform_dependent``,
 made where the program is lowered.  Arguments may be sharded along the batch axis
 (``jax.sharding.NamedSharding``): a chunk takes every n-th state, so the shards stay on their
-devices.
+devices.  Over the lanes of a :class:`jaxdyn.Stack` built with ``per_member=True`` the rule
+runs the lanes of each member on the member's own tree (:func:`run_members`).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ._typing import BodyWrenches, Configuration, Gravity, JointMatrix, Tangent
@@ -42,7 +44,8 @@ from .dynamics.minv import minv_aba
 from .dynamics.registry import FD_METHODS, MINV_METHODS
 from .dynamics.rnea import rnea_passes
 from .errors import ArgumentError
-from .model.model import Model, cast, check_state, state_dtype
+from .model.model import PARAM_FIELDS, Model, cast, check_state, state_dtype
+from .stack import Stack
 from .tree import same
 
 tmap = jax.tree_util.tree_map
@@ -109,10 +112,43 @@ def run_batch(core, B, in_batched, args, chunk):
     return lax.platform_dependent(*leaves, cpu=cpu, default=whole)
 
 
-def batchable(core, chunk):
+def run_members(core, layout, B, in_batched, args, chunk):
+    """:func:`run_batch` over the B lanes of a per-member :class:`jaxdyn.Stack` (``args[0]``,
+    every leaf batched): the lanes of each member run ``core`` on the member's own tree, in
+    the member's layout, and their results are written into the union's layout.
+    ``layout = (kinds, rest)``: the kind of each argument after the model ("q", "v", "b" for
+    (nb, ...) body rows, None for data that is not per dof or body), and ``rest(stack,
+    *args)``, the union-layout result on the lanes' inactive dofs (each output (B, nv) or
+    (B, nv, nv)).  A lane with mass or a force on a body outside its member gives NaN."""
+    st, (kinds, rest) = args[0], layout
+    if len(st.lane_members) != B:
+        raise ArgumentError(f"{st.name}: vmapped over {B} lanes, but lane_members names {len(st.lane_members)}; "
+                            "build the lanes with Stack.lanes")
+    lane_of = np.asarray(st.lane_members)
+    out, bad = rest(st, *args[1:]), jnp.zeros(B, bool)
+    for j in np.unique(lane_of):
+        idx, u, v = np.flatnonzero(lane_of == j), np.asarray(st.body_maps[j]), st.member_dofs(j, "v")
+        outside = np.setdiff1d(np.arange(st.nb), u)
+        model = st.member_model(j, {k: getattr(st, k)[idx] for k in PARAM_FIELDS})
+        xs = [x[idx] if f else x for x, f in zip(args[1:], in_batched[1:])]
+        moved = jnp.any(st.mass[idx][:, outside] != 0, 1)
+        for x, k in zip(xs, kinds):
+            if k == "b" and x is not None:
+                moved = moved | jnp.any(jnp.broadcast_to(x[..., outside, :], (len(idx), len(outside), 6)) != 0, (1, 2))
+        mine = [x[..., st.member_dofs(j, k)] if k in ("q", "v") and x is not None else
+                x[..., u, :] if k == "b" and x is not None else x for x, k in zip(xs, kinds)]
+        res = run_batch(core, len(idx), (tmap(lambda _: True, model), *in_batched[1:]), (model, *mine), chunk)
+        out = tmap(lambda y, r: y.at[(idx[:, None], v) if y.ndim == 2 else (idx[:, None, None], v[:, None], v)].set(r),
+                   out, res)
+        bad = bad.at[idx].set(moved)
+    return tmap(lambda y: jnp.where(bad.reshape((B,) + (1,) * (y.ndim - 1)), jnp.nan, y), out)
+
+
+def batchable(core, chunk, layout):
     """``core`` (``core(*args, keep=same)``) as a function of one state whose ``jax.vmap``
-    runs :func:`run_batch` in chunks of ``chunk`` states on the CPU.  One state runs as a
-    batch of one lane (every argument with a trailing axis 1): the products are then the
+    runs :func:`run_batch` in chunks of ``chunk`` states on the CPU, or :func:`run_members`
+    (with ``layout``) over the lanes of a per-member :class:`jaxdyn.Stack`.  One state runs
+    as a batch of one lane (every argument with a trailing axis 1): the products are then the
     elementwise ones that XLA fuses into a few kernels per body (on one core: panda's ``aba``
     44 µs per call against 58 with a ``dot`` per product)."""
     @jax.custom_batching.custom_vmap
@@ -122,9 +158,22 @@ def batchable(core, chunk):
 
     @f.def_vmap
     def rule(axis_size, in_batched, *args):
-        out = run_batch(core, axis_size, in_batched, args, chunk)
+        if isinstance(args[0], Stack) and args[0].per_member and all(jax.tree_util.tree_leaves(in_batched[0])):
+            out = run_members(core, layout, axis_size, in_batched, args, chunk)
+        else:
+            out = run_batch(core, axis_size, in_batched, args, chunk)
         return out, tmap(lambda _: True, out)
     return f
+
+
+def _diag(st, p):
+    """diag(armature ** p) of every lane of a stack, (B, nv, nv)."""
+    return jnp.where(jnp.eye(st.nv, dtype=bool)[None], st.armature[:, None, :] ** p, 0)
+
+
+def _lanes(st, x):
+    """A dof vector (nv,) or (B, nv) as (B, nv), one row per lane of a stack."""
+    return jnp.broadcast_to(x, st.armature.shape)
 
 
 # ------------------------------------------------------------------------- entry points
@@ -139,7 +188,7 @@ def _prepare(model, **states):
 @lru_cache(maxsize=None)
 def _aba(f_ext_frame):
     core = lambda m, q, qd, tau, f, g, keep=same: aba_passes(m, q, qd, tau, f, g, f_ext_frame, keep)
-    fn = jax.custom_jvp(batchable(core, 128))
+    fn = jax.custom_jvp(batchable(core, 128, (("q", "v", "v", "b", None), lambda st, q, qd, tau, f, g: _lanes(st, tau) / st.armature)))
     fn.defjvp(partial(aba_jvp, f_ext_frame), symbolic_zeros=True)
     return fn
 
@@ -172,7 +221,7 @@ def aba(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWr
 @lru_cache(maxsize=None)
 def _rnea(f_ext_frame):
     core = lambda m, q, qd, qdd, f, g, keep=same: rnea_passes(m, q, qd, qdd, f, g, f_ext_frame, keep)[0]
-    fn = jax.custom_jvp(batchable(core, 128))
+    fn = jax.custom_jvp(batchable(core, 128, (("q", "v", "v", "b", None), lambda st, q, qd, qdd, f, g: st.armature * _lanes(st, qdd))))
     fn.defjvp(_autodiff_rule(core, tie=False), symbolic_zeros=True)
     return fn
 
@@ -194,7 +243,7 @@ def rnea(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyW
 @lru_cache(maxsize=None)
 def _crba():
     core = lambda m, q, keep=same: crba_passes(m, q, keep)
-    fn = jax.custom_jvp(batchable(core, 32))
+    fn = jax.custom_jvp(batchable(core, 32, (("q",), lambda st, q: _diag(st, 1))))
     fn.defjvp(_autodiff_rule(core, tie=False), symbolic_zeros=True)
     return fn
 
@@ -233,7 +282,7 @@ def _autodiff_rule(core, tie=True):
 @lru_cache(maxsize=None)
 def _minv():
     core = lambda m, q, keep=same: minv_aba(m, q, keep)
-    fn = jax.custom_jvp(batchable(core, 32))
+    fn = jax.custom_jvp(batchable(core, 32, (("q",), lambda st, q: _diag(st, -1))))
     fn.defjvp(_autodiff_rule(core), symbolic_zeros=True)
     return fn
 
@@ -291,7 +340,9 @@ def minv_methods():
 def _derivatives(fn):
     terms = aba_derivatives_terms if fn == "aba" else rnea_derivatives_terms
     core = lambda m, q, qd, x, keep=same: terms(m, q, qd, x, keep=keep)
-    f = jax.custom_jvp(batchable(core, 32))
+    p = -1 if fn == "aba" else 1                   # M^-1 or M on the inactive dofs
+    rest = lambda st, q, qd, x: (jnp.zeros_like(_diag(st, p)), jnp.zeros_like(_diag(st, p)), _diag(st, p))
+    f = jax.custom_jvp(batchable(core, 32, (("q", "v", "v"), rest)))
     f.defjvp(_autodiff_rule(core), symbolic_zeros=True)
     return f
 

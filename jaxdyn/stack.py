@@ -25,11 +25,23 @@ class Stack(Model):
     and zero damping, so they change nothing: with zero velocity and torque on their dofs
     they keep zero acceleration.  States and results are in the union's layout: convert with
     :meth:`q` and :meth:`v` (member -> union, inactive dofs neutral / zero) and
-    :meth:`member_q`, :meth:`member_v` (union -> member)."""
+    :meth:`member_q`, :meth:`member_v` (union -> member).
+
+    ``per_member`` (:func:`stack`) chooses how the batched core algorithms (``aba``,
+    ``rnea``, ``crba``, ``minv``, ``forward_dynamics(method="aba")`` and the derivatives, also
+    inside rollouts) run under ``jax.vmap`` over the lanes: False, every lane runs the union
+    tree (one compiled kernel; a lane costs the union's bodies); True, the lanes of each member
+    run the member's own tree (a kernel per member; a lane costs its own robot's bodies), with
+    ``lane_members`` naming each lane's member.  Both give the same numbers: on a lane's
+    inactive dofs ``aba`` returns tau / armature, ``rnea`` armature * qdd, ``crba`` and ``minv``
+    diag(armature)^(+-1) and the derivatives zero (``M`` and ``Minv`` as crba and minv).  A
+    per-member lane that has mass or an external force on a body outside its member (lanes
+    reordered by hand, not by :meth:`lanes`) gives NaN."""
     members: tuple = ()
     member_names: tuple = ()
     body_maps: tuple = ()
     lane_members: tuple = ()
+    per_member: bool = False
 
     def _dofs(self, j, kind, x=None):
         if not 0 <= j < len(self.members):
@@ -56,38 +68,44 @@ class Stack(Model):
         v = jnp.asarray(v)
         return jnp.zeros(v.shape[:-1] + (self.nv,), v.dtype).at[..., dst].set(v[..., src])
 
+    def member_dofs(self, j, kind="v"):
+        """The union's index of each of member j's v (``kind`` "v") or q ("q") coordinates,
+        in the member's order (numpy, (nv_j,) or (nq_j,))."""
+        src, dst = self._dofs(j, kind)
+        return dst[np.argsort(src)]
+
     def member_q(self, j, q):
         """A union-layout configuration (..., nq) as member j's (..., nq_j)."""
-        src, dst = self._dofs(j, "q")
-        return jnp.asarray(q)[..., dst[np.argsort(src)]]
+        return jnp.asarray(q)[..., self.member_dofs(j, "q")]
 
     def member_v(self, j, x):
         """A union-layout velocity / acceleration / torque (..., nv) as member j's (..., nv_j);
         for a matrix (..., nv, nv) apply it to both axes: ``member_v(j, member_v(j, M).mT)``."""
-        src, dst = self._dofs(j, "v")
-        return jnp.asarray(x)[..., dst[np.argsort(src)]]
+        return jnp.asarray(x)[..., self.member_dofs(j, "v")]
 
     def lane_model(self, i) -> Model:
         """Lane ``i`` as a :class:`jaxdyn.Model` in its member's layout and names, with the
         lane's own parameters (e.g. randomized masses): the member robot as this lane has it."""
         if not 0 <= i < len(self.lane_members):
             raise ArgumentError(f"{self.name}: lane {i} is not in this stack (lanes 0..{len(self.lane_members) - 1})")
-        m = self.lane_members[i]
-        top, bmap = self.members[m], self.body_maps[m]
-        P = {k: np.asarray(getattr(self, k))[i] for k in PARAM_FIELDS}
-        u = np.asarray(bmap, int)
-        out = {k: P[k][u] for k in ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia")}
+        m = self.member_model(self.lane_members[i], {k: np.asarray(getattr(self, k))[i] for k in PARAM_FIELDS})
+        return jax.tree_util.tree_map(jnp.asarray, m)
+
+    def member_model(self, j, params) -> Model:
+        """Member j's :class:`jaxdyn.Model` (its topology and names) from parameters in the
+        union's layout: ``params`` maps each name of ``PARAM_FIELDS`` to an array of the
+        union's shape, with or without a leading lane axis (kept)."""
+        top, u = self.members[j], np.asarray(self.body_maps[j], int)
+        lead = (slice(None),) * (np.ndim(params["mass"]) - 1)
+        out = {k: params[k][lead + (u,)] for k in ("Xtree_E", "Xtree_r", "axis", "pitch", "mass", "com", "inertia")}
         for kind, keys in (("v", ("armature", "damping", "friction", "effort_limit", "velocity_limit")),
                            ("q", ("q_lower", "q_upper"))):
-            src, dst = _member_dofs(self.topology, top, bmap, kind)
-            for k in keys:
-                out[k] = np.zeros(len(src), P[k].dtype)
-                out[k][src] = P[k][dst]
-        f0 = sum(len(t.frame_names) for t in self.members[:m])
-        n = len(top.frame_names)
-        out["frame_E"], out["frame_r"] = P["frame_E"][f0:f0 + n], P["frame_r"][f0:f0 + n]
-        out["gravity"] = P["gravity"]
-        return Model(**{k: jnp.asarray(v) for k, v in out.items()}, topology=top, name=self.member_names[m])
+            out.update({k: params[k][lead + (self.member_dofs(j, kind),)] for k in keys})
+        f0 = sum(len(t.frame_names) for t in self.members[:j])
+        frames = slice(f0, f0 + len(top.frame_names))
+        out.update(frame_E=params["frame_E"][lead + (frames,)], frame_r=params["frame_r"][lead + (frames,)],
+                   gravity=params["gravity"])
+        return Model(**out, topology=top, name=self.member_names[j])
 
     def lanes(self, members) -> "Stack":
         """The stack with one lane per entry of ``members`` (member indices, e.g.
@@ -105,7 +123,7 @@ class Stack(Model):
 
 jax.tree_util.register_dataclass(Stack, data_fields=list(PARAM_FIELDS),
                                  meta_fields=["topology", "name", "members", "member_names", "body_maps",
-                                              "lane_members"])
+                                              "lane_members", "per_member"])
 
 
 def _member_dofs(union, own, body_map, kind):
@@ -178,14 +196,14 @@ def _union(tops):
     return parent, jtype, [tuple(m[i] for i in range(len(m))) for m in maps]
 
 
-def stack(models) -> Stack:
+def stack(models, per_member=False) -> Stack:
     """Robots of different structure as one batch (:class:`Stack`): one lane per model, on the
     union of their trees.  ``jax.vmap(jaxdyn.aba)(st, Q, V, T)`` with Q = ``jnp.stack([st.q(j,
     q_j) ...])`` (the union's layout).  A batch of many lanes of a few robots:
     ``st.lanes(np.repeat(np.arange(len(models)), 1024))``; per-lane parameters (e.g. masses
     for domain randomization) by ``st.replace(mass=...)``.  Every lane costs the union's
-    bodies; where each lane's robot is fixed, one ``jax.vmap`` per robot inside one
-    ``jax.jit`` costs each lane only its own robot's bodies (docs/batching.md)."""
+    bodies; with ``per_member=True`` the core algorithms run each member's lanes on the
+    member's own tree, so that a lane costs only its own robot's bodies (:class:`Stack`)."""
     models = list(models)
     if not models:
         raise ArgumentError("stack needs at least one model")
@@ -226,4 +244,4 @@ def stack(models) -> Stack:
               for k in PARAM_FIELDS}
     return Stack(**leaves, topology=topo, name="stack[" + ",".join(m.name for m in models) + "]", members=tuple(tops),
                  member_names=tuple(m.name for m in models), body_maps=tuple(maps),
-                 lane_members=tuple(range(len(models))))
+                 lane_members=tuple(range(len(models))), per_member=bool(per_member))

@@ -203,6 +203,41 @@ def test_stack_runs_every_member_as_itself():
         assert np.all(np.asarray(qdd[j])[rest[np.asarray(st.v(j, jnp.ones(m.nv)))[rest] == 0]] == 0)
 
 
+def test_stack_per_member_runs_the_members_trees():
+    """A per-member stack (each member's lanes on the member's own tree) gives the union
+    stack's numbers on every dof, for lanes in any order, with external forces; on a lane's
+    inactive dofs aba gives tau / armature and crba the armature; a lane reordered by hand
+    (its robot no longer the one lane_members names) gives NaN, not another robot's numbers;
+    a stack vmapped over another count of lanes than lane_members is refused."""
+    ms = [jaxdyn.robots.puma560(), jaxdyn.robots.random_tree(5, 0.5, 1, floating_base=True),
+          jaxdyn.robots.stanford_arm()]
+    lanes = [2, 0, 1, 0, 1]
+    union, per = jaxdyn.stack(ms).lanes(lanes), jaxdyn.stack(ms, per_member=True).lanes(lanes)
+    assert per.per_member and not union.per_member
+    rng = np.random.default_rng(3)
+    Q = jnp.stack([per.q(j, jaxdyn.random_configuration(ms[j], jax.random.PRNGKey(i))) for i, j in enumerate(lanes)])
+    V, T = (jnp.asarray(rng.normal(size=(len(lanes), per.nv))) for _ in range(2))      # inactive dofs too
+    F = np.zeros((len(lanes), per.nb, 6))
+    for i, j in enumerate(lanes):
+        F[i, list(per.body_maps[j])] = rng.normal(size=(ms[j].nb, 6))
+    f = jax.jit(jax.vmap(lambda m, q, v, t, fe: (jaxdyn.aba(m, q, v, t, fe), jaxdyn.rnea(m, q, v, t, fe),
+                                                 jaxdyn.crba(m, q), jaxdyn.aba_derivatives(m, q, v, t))))
+    got, ref = f(per, Q, V, T, jnp.asarray(F)), f(union, Q, V, T, jnp.asarray(F))
+    for g, r in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
+        close(g, r, 1e-9)
+    qdd, _, M, _ = got
+    for i, j in enumerate(lanes):
+        rest = np.setdiff1d(np.arange(per.nv), per.member_dofs(j))
+        close(qdd[i][rest], T[i][rest] / per.armature[i][rest], 1e-12)
+        close(M[i][np.ix_(rest, rest)], np.diag(np.asarray(per.armature[i])[rest]), 0)
+    mixed = jax.tree_util.tree_map(lambda a: a[::-1], per)          # lane_members no longer match
+    qdd = np.asarray(jax.jit(jax.vmap(jaxdyn.aba))(mixed, Q, V, T))
+    moved = [j != k for j, k in zip(lanes, lanes[::-1])]          # no member holds another's bodies
+    assert np.all(np.isnan(qdd[moved])) and np.all(np.isfinite(qdd[~np.asarray(moved)]))
+    with pytest.raises(jaxdyn.ArgumentError, match="lane_members"):
+        jax.vmap(jaxdyn.crba)(jax.tree_util.tree_map(lambda a: a[:2], per), Q[:2])
+
+
 def test_stack_lanes_and_rollout():
     """``lanes`` repeats members (a 4096-lane batch of a few robots is st.lanes(...)); a rollout
     vmapped over the lanes equals each member's own rollout."""
