@@ -219,7 +219,7 @@ def plot(res, path, batch):
         ax.set_xticks(np.arange(len(robots)) + w * (len(series) - 1) / 2, robots, rotation=20, fontsize=8)
         ax.set_title(f"{f} (f64, B = {batch})")
         ax.set_ylabel("µs per state")
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
