@@ -109,6 +109,8 @@ def test_stack_states_convert_and_name_a_wrong_length():
         st.v(1, np.ones(4))
     with pytest.raises(ShapeError, match="member 0"):
         st.q(0, np.ones(3))
+    with pytest.raises(ShapeError, match=r"leading lane axis \(mass \(2, \d+\).*jax.vmap over its lanes"):
+        jaxdyn.aba(st, st.q(0, np.zeros(6)), np.zeros(st.nv), np.zeros(st.nv))     # lanes without a vmap
 
 
 def test_urdf_triangle_violation_warns_not_raises(tmp_path):

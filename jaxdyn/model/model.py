@@ -290,7 +290,12 @@ def build_model(*, parent, jtype, Xtree_E, Xtree_r, axis, mass, com, inertia, pi
 
 def check_state(model: Model, **arrays):
     """Raise ShapeError unless each named array has shape (model.nq,) (``q``, ``q0``) or
-    (model.nv,) (everything else) and a floating dtype.  Batch with ``jax.vmap``."""
+    (model.nv,) (everything else) and a floating dtype, and unless the model's parameters
+    are one robot's (a Model with a parameter per lane runs under ``jax.vmap`` over that
+    axis).  Batch with ``jax.vmap``."""
+    if jnp.shape(model.mass) != (model.nb,):
+        raise ShapeError(f"model {model.name!r} has parameters with a leading lane axis (mass {jnp.shape(model.mass)}, "
+                         f"nb={model.nb}): run it under jax.vmap over its lanes")
     for nm, a in arrays.items():
         n = model.nq if nm in ("q", "q0") else model.nv
         if a is None or isinstance(a, (list, tuple, str, dict)):
