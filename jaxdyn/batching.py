@@ -91,14 +91,15 @@ def run_batch(core, B, in_batched, args, chunk):
             return x.reshape((C, n) + x.shape[1:])
         batched = [grid(x) for x, f in zip(xs, flags) if f]
 
-        def chunk_out(i):
+        @jax.jit            # traced once: for its output shapes, then reused inside the loop
+        def chunk_out(i, batched):
             """Chunk i's outputs, batch-first (C, ...): the layout changes happen per chunk, in cache."""
             lanes = [jnp.moveaxis(lax.dynamic_index_in_dim(x, i, 1, keepdims=False), 0, -1) for x in batched]
             return tmap(lambda y: jnp.moveaxis(y, -1, 0), call(lanes, C, barrier(i)))
 
         def body(i, acc):
-            return tmap(lambda a, y: lax.dynamic_update_index_in_dim(a, y, i, 1), acc, chunk_out(i))
-        shapes = jax.eval_shape(chunk_out, jnp.int32(0))
+            return tmap(lambda a, y: lax.dynamic_update_index_in_dim(a, y, i, 1), acc, chunk_out(i, batched))
+        shapes = jax.eval_shape(chunk_out, 0, batched)       # the loop's index type: a weak int
         acc = tmap(lambda s: jnp.zeros((C, n) + s.shape[1:], s.dtype), shapes)
         out = lax.fori_loop(0, n, body, acc)
         return tmap(lambda y: y.reshape((rows,) + y.shape[2:])[:B], out)

@@ -68,6 +68,19 @@ def test_other_backends_run_one_chunk(monkeypatch):
     close(got, ref, 1e-13)
 
 
+def test_vmap_traces_the_algorithm_once_per_program_part(monkeypatch):
+    """Compile time: ``jax.vmap`` over more states than a chunk traces ABA's passes three times,
+    for the one-state primal (``custom_vmap`` traces it), the CPU chunk (its output shapes and
+    the loop body share one trace) and the one chunk of other backends."""
+    calls = []
+    monkeypatch.setattr(batching, "aba_passes", lambda *a, **k: calls.append(1) or jaxdyn.dynamics.aba.aba_passes(*a, **k))
+    m = jaxdyn.robots.random_tree(3, 0.5, 1)
+    jax.clear_caches()
+    jax.make_jaxpr(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))(m, *states(m, 300))
+    jax.clear_caches()
+    assert len(calls) == 3
+
+
 def test_vmap_over_parameters_f_ext_and_gravity():
     """A model with a mass per lane, f_ext and gravity per lane, some states shared: equals
     the per-lane calls."""
