@@ -9,6 +9,8 @@ no matrix-product precision setting (e.g. TF32 on a GPU) applies to them.
 """
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 from jax import lax
 
@@ -17,16 +19,28 @@ HIGHEST = lax.Precision.HIGHEST
 default TF32 keeps a 10-bit mantissa)."""
 
 
+def _parts(x, axis):
+    """x split along ``axis`` into its components (that axis removed)."""
+    return [lax.squeeze(p, (axis,)) for p in lax.split(x, (1,) * x.shape[axis], axis)]
+
+
+def _mul(x, y):
+    """x * y with size-1 axes broadcast: for operands of one rank and dtype a single ``lax.mul``
+    (``jnp.multiply``'s promotion costs more to trace than the product), else ``x * y``."""
+    if x.ndim != y.ndim or x.dtype != y.dtype:
+        return x * y
+    shape = tuple(map(max, x.shape, y.shape))
+    return lax.mul(*(a if a.shape == shape else lax.broadcast_in_dim(a, shape, tuple(range(a.ndim))) for a in (x, y)))
+
+
 def mm(a, b):
     """Matrix product (i, k, ...) x (k, j, ...) -> (i, j, ...)."""
     if a.ndim == 2 and b.ndim == 2:
         return jnp.matmul(a, b, precision=HIGHEST)
     if a.shape[1] == 0:
         return jnp.zeros(a.shape[:1] + b.shape[1:2] + jnp.broadcast_shapes(a.shape[2:], b.shape[2:]), a.dtype)
-    out = a[:, 0, None] * b[None, 0]
-    for k in range(1, a.shape[1]):
-        out = out + a[:, k, None] * b[None, k]
-    return out
+    ak, bk = _parts(a, 1), _parts(b, 0)
+    return functools.reduce(lax.add, [_mul(lax.expand_dims(x, (1,)), lax.expand_dims(y, (0,))) for x, y in zip(ak, bk)])
 
 
 def mv(a, v):
@@ -35,10 +49,8 @@ def mv(a, v):
         return jnp.matmul(a, v, precision=HIGHEST)
     if a.shape[1] == 0:
         return jnp.zeros(a.shape[:1] + jnp.broadcast_shapes(a.shape[2:], v.shape[1:]), a.dtype)
-    out = a[:, 0] * v[0][None]
-    for k in range(1, a.shape[1]):
-        out = out + a[:, k] * v[k][None]
-    return out
+    ak, vk = _parts(a, 1), _parts(v, 0)
+    return functools.reduce(lax.add, [_mul(x, lax.expand_dims(y, (0,))) for x, y in zip(ak, vk)])
 
 
 def tr(a):
@@ -50,7 +62,9 @@ def cross3(a, b):
     """3-D cross product a x b of (3, ...) component stacks."""
     if a.ndim == 1 and b.ndim == 1:
         return jnp.cross(a, b)
-    return jnp.stack([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+    (a0, a1, a2), (b0, b1, b2) = _parts(a, 0), _parts(b, 0)
+    return jnp.stack([lax.sub(_mul(a1, b2), _mul(a2, b1)), lax.sub(_mul(a2, b0), _mul(a0, b2)),
+                      lax.sub(_mul(a0, b1), _mul(a1, b0))])
 
 
 def skew_right(M, r):
