@@ -128,7 +128,8 @@ def run_members(core, layout, B, in_batched, args, chunk):
     lane_of = np.asarray(st.lane_members)
     out, bad = rest(st, *args[1:]), jnp.zeros(B, bool)
     for j in np.unique(lane_of):
-        idx, u, v = np.flatnonzero(lane_of == j), np.asarray(st.body_maps[j]), st.member_dofs(j, "v")
+        idx, u = np.flatnonzero(lane_of == j), np.asarray(st.body_maps[j])
+        dofs = {k: st.member_dofs(j, k) for k in ("q", "v")}
         outside = np.setdiff1d(np.arange(st.nb), u)
         model = st.member_model(j, {k: getattr(st, k)[idx] for k in PARAM_FIELDS})
         xs = [x[idx] if f else x for x, f in zip(args[1:], in_batched[1:])]
@@ -136,9 +137,10 @@ def run_members(core, layout, B, in_batched, args, chunk):
         for x, k in zip(xs, kinds):
             if k == "b" and x is not None:
                 moved = moved | jnp.any(jnp.broadcast_to(x[..., outside, :], (len(idx), len(outside), 6)) != 0, (1, 2))
-        mine = [x[..., st.member_dofs(j, k)] if k in ("q", "v") and x is not None else
+        mine = [x[..., dofs[k]] if k in ("q", "v") and x is not None else
                 x[..., u, :] if k == "b" and x is not None else x for x, k in zip(xs, kinds)]
         res = run_batch(core, len(idx), (tmap(lambda _: True, model), *in_batched[1:]), (model, *mine), chunk)
+        v = dofs["v"]
         out = tmap(lambda y, r: y.at[(idx[:, None], v) if y.ndim == 2 else (idx[:, None, None], v[:, None], v)].set(r),
                    out, res)
         bad = bad.at[idx].set(moved)
@@ -342,7 +344,9 @@ def _derivatives(fn):
     terms = aba_derivatives_terms if fn == "aba" else rnea_derivatives_terms
     core = lambda m, q, qd, x, keep=same: terms(m, q, qd, x, keep=keep)
     p = -1 if fn == "aba" else 1                   # M^-1 or M on the inactive dofs
-    rest = lambda st, q, qd, x: (jnp.zeros_like(_diag(st, p)), jnp.zeros_like(_diag(st, p)), _diag(st, p))
+    def rest(st, q, qd, x):
+        d = _diag(st, p)
+        return jnp.zeros_like(d), jnp.zeros_like(d), d
     f = jax.custom_jvp(batchable(core, 32, (("q", "v", "v"), rest)))
     f.defjvp(_autodiff_rule(core), symbolic_zeros=True)
     return f
