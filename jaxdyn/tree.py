@@ -2,10 +2,13 @@
 
 The bodies are swept in topological order, one ``lax.scan`` per run of bodies with one joint
 type (:attr:`jaxdyn.model.Topology.runs`: one or two runs for most robots, e.g. a floating
-base and its revolute limbs), with a buffer of per-body values plus one *sink* slot (index
-nb) that stands for the world, so no step needs a branch for the root.  A step handles one
-body of a known joint type, so its motion subspace S has exactly that joint's columns.
-Compile time does not grow with the number of bodies.
+base and its revolute limbs).  A forward sweep keeps a buffer of per-body values plus one
+*sink* slot (index nb) that stands for the world, so no step needs a branch for the root.  A
+backward sweep keeps only the accumulators still waiting for children, in slots reused along
+the sweep (:func:`accumulator_slots`: one for a chain, two for a humanoid), so its working set
+does not grow with the number of bodies.  A step handles one body of a known joint type, so
+its motion subspace S has exactly that joint's columns.  Compile time does not grow with the
+number of bodies.
 
 * ``forward_sweep(step, model, init, xs)``: for i = 0..nb-1, ``val_i, y_i = step(val[parent_i],
   x_i)`` with ``val[world] = init``.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .model.model import Model, Run
@@ -162,19 +166,70 @@ def backward_sweep_with_parent(step, model: Model, init, xs, keep=same):
     return _backward(step, model, init, xs, keep, True)
 
 
+def accumulator_slots(parent):
+    """The static plan of a leaves-to-root sweep's accumulators (bodies visited nb-1..0;
+    ``parent`` (nb,), -1 for the world).  Only a body with children needs a slot, from the
+    visit of its first (highest-index) child to its own visit, so slots are reused: a chain
+    needs one, talos_reduced two, and the buffer does not grow with the number of bodies.
+
+    Returns (K, own, has, to, first), arrays (nb,): K slots plus the world's (index K); body
+    i reads its children's sum from slot own[i] where has[i], and sends to slot to[i],
+    overwriting it where first[i] (the first child of its parent to send) and adding to it
+    otherwise."""
+    nb = len(parent)
+    kids = [[] for _ in range(nb)]
+    for i, p in enumerate(parent):
+        if p >= 0:
+            kids[p].append(i)
+    own, to, first = np.zeros(nb, np.int32), np.zeros(nb, np.int32), np.zeros(nb, bool)
+    has = np.array([bool(k) for k in kids], bool).reshape(nb)
+    free, K = [], 0
+    for i in reversed(range(nb)):
+        if has[i]:                      # read at this visit: free for the parent's sum
+            free.append(own[i])
+        p = parent[i]
+        if p < 0:
+            to[i] = -1
+        elif i == max(kids[p]):
+            if free:
+                own[p] = free.pop()
+            else:
+                own[p], K = K, K + 1
+            to[i], first[i] = own[p], True
+        else:
+            to[i] = own[p]
+    to[to < 0] = K
+    return K, own, has, to, first
+
+
 def _backward(step, model: Model, init, xs, keep, with_parent):
-    buf = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init)
+    K, own, has, to, first = accumulator_slots(np.asarray(model.topology.parent, np.int64).reshape(model.nb))
+    buf = tmap(lambda a: jnp.zeros((K + 1,) + a.shape[1:], a.dtype), init)
+    world = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init) if with_parent else None
+    zero = jnp.zeros_like
     ys = [None] * len(model.runs)
     for j in reversed(range(len(model.runs))):
         run = model.runs[j]
+        sl = slice(run.start, run.stop)
+        plan = (_of_run(init, j, run),) + tuple(jnp.asarray(a[sl]) for a in (own, has, to, first))
 
-        def body(buf, inp, x=_of_run(xs, j, run), keep=keep):
-            i, k, p = inp
-            acc, accp, x = keep(lambda: (_read(buf, i), _read(buf, p) if with_parent else None, _read(x, k)))
+        def body(buf, inp, x=_of_run(xs, j, run), plan=plan, keep=keep):
+            _, k, p = inp
+            mine, own, has, to, first = plan
+
+            def reads():               # init[i] + what i's children sent; the same for the parent so far
+                acc = tmap(lambda a, b: a + jnp.where(has[k], b, zero(b)), _read(mine, k), _read(buf, own[k]))
+                accp = tmap(lambda a, b: a + jnp.where(first[k], zero(b), b), _read(world, p), _read(buf, to[k])) if with_parent else None
+                return acc, accp, _read(x, k)
+            acc, accp, x = keep(reads)
+            to, first = to[k], first[k]
             to_parent, y = step(acc, accp, x, keep=keep)
-            return _add(buf, p, to_parent), y
+            sent = tmap(lambda o, v: jnp.where(first, v.astype(o.dtype), o + v.astype(o.dtype)), _read(buf, to), to_parent)
+            return _write(buf, to, sent), (acc, y)
         buf, ys[j] = _scan(body, buf, run, True)
-    return buf, _by_run(ys)
+    acc = tmap(lambda a, w: jnp.concatenate([a.bodies(), w[K:]], 0) if len(a) else w[K:],
+               _by_run([y[0] for y in ys]), buf, is_leaf=lambda a: isinstance(a, PerRun))
+    return acc, _by_run([y[1] for y in ys])
 
 
 def sum_over_children(model: Model, vals):

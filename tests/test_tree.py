@@ -1,0 +1,53 @@
+"""jaxdyn.tree's backward sweeps against closed forms computed from the parent array, on random
+trees and forests whose bodies change joint type along the sweep (several runs): a step that
+sends its accumulator to its parent sums each body's subtree; the variant that also sees the
+parent's running accumulator sees the parent's own value plus the subtrees of the siblings
+visited before (higher index); the accumulators of a chain share one slot."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdyn
+from jaxdyn.tree import accumulator_slots, backward_sweep, backward_sweep_with_parent
+
+
+def forest(nb, seed):
+    m = jaxdyn.robots.random_tree(nb, 0.6, seed)
+    roots = np.random.default_rng(seed).random(nb) < 0.2
+    roots[0] = True
+    return m.replace(parent=np.where(roots, -1, m.parent))
+
+
+def subtree_sums(parent, w):
+    out = w.copy()
+    for i in reversed(range(len(parent))):
+        if parent[i] >= 0:
+            out[parent[i]] += out[i]
+    return out
+
+
+@pytest.mark.parametrize("nb, seed", [(1, 0), (12, 1), (40, 2)])
+def test_backward_sweeps_sum_subtrees_and_earlier_siblings(nb, seed):
+    m = forest(nb, seed)
+    parent = np.asarray(m.parent)
+    assert len(m.runs) > 1 or nb == 1
+    w = np.random.default_rng(seed).normal(size=(nb, 3, 2))          # a trailing batch axis of 2
+    sub = subtree_sums(parent, w)
+
+    acc, ys = backward_sweep(lambda a, x, keep: (a, a), m, jnp.asarray(w), jnp.zeros(nb))
+    np.testing.assert_allclose(acc[:nb], sub, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ys.bodies(), sub, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(acc[nb], sub[parent < 0].sum(0), rtol=1e-12, atol=1e-12)
+
+    _, seen = backward_sweep_with_parent(lambda a, ap, x, keep: (a, ap), m, jnp.asarray(w), jnp.zeros(nb))
+    for i, p in enumerate(parent):
+        earlier = [c for c in range(i + 1, nb) if parent[c] == p]
+        want = (w[p] if p >= 0 else 0.0) + sum((sub[c] for c in earlier), np.zeros((3, 2)))
+        np.testing.assert_allclose(seen.bodies()[i], want, rtol=1e-12, atol=1e-12, err_msg=f"body {i}")
+
+
+def test_a_chain_keeps_one_accumulator():
+    K, own, has, to, first = accumulator_slots(np.arange(-1, 9))
+    assert K == 1 and np.all(to[1:] == 0) and to[0] == K and np.all(first[1:]) and not has[-1]
+    K, *_ = accumulator_slots(np.asarray(forest(40, 2).parent))
+    assert K < 40
