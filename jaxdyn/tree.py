@@ -205,7 +205,7 @@ def accumulator_slots(parent):
 def _backward(step, model: Model, init, xs, keep, with_parent):
     K, own, has, to, first = accumulator_slots(np.asarray(model.topology.parent, np.int64).reshape(model.nb))
     buf = tmap(lambda a: jnp.zeros((K + 1,) + a.shape[1:], a.dtype), init)
-    world = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init) if with_parent else None
+    padded = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init) if with_parent else None
     zero = jnp.zeros_like
     ys = [None] * len(model.runs)
     for j in reversed(range(len(model.runs))):
@@ -219,7 +219,7 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
 
             def reads():               # init[i] + what i's children sent; the same for the parent so far
                 acc = tmap(lambda a, b: a + jnp.where(has[k], b, zero(b)), _read(mine, k), _read(buf, own[k]))
-                accp = tmap(lambda a, b: a + jnp.where(first[k], zero(b), b), _read(world, p), _read(buf, to[k])) if with_parent else None
+                accp = tmap(lambda a, b: a + jnp.where(first[k], zero(b), b), _read(padded, p), _read(buf, to[k])) if with_parent else None
                 return acc, accp, _read(x, k)
             acc, accp, x = keep(reads)
             to, first = to[k], first[k]
