@@ -2,13 +2,21 @@
 
 The bodies are swept in topological order, one ``lax.scan`` per run of bodies with one joint
 type (:attr:`jaxdyn.model.Topology.runs`: one or two runs for most robots, e.g. a floating
-base and its revolute limbs).  A forward sweep keeps a buffer of per-body values plus one
-*sink* slot (index nb) that stands for the world, so no step needs a branch for the root.  A
-backward sweep keeps only the accumulators still waiting for children, in slots reused along
-the sweep (:func:`accumulator_slots`: one for a chain, two for a humanoid), so its working set
-does not grow with the number of bodies.  A step handles one body of a known joint type, so
-its motion subspace S has exactly that joint's columns.  Compile time does not grow with the
-number of bodies.
+base and its revolute limbs).  How a value moves between a body and its parent
+(:func:`_links`):
+
+* where every run is a set of chains (each body's parent is the body before it, a body of an
+  earlier run or the world: arms, legged robots), through the scan's carry from one body to
+  the next, and through the runs' outputs between runs and to the world: no buffer indexed
+  along the sweep, the fewest operations per step (a one-state call is bound by their count);
+* otherwise (a branch inside a run: a humanoid's torso, a hand's fingers) a forward sweep
+  keeps a buffer of per-body values plus one *sink* slot (index nb) that stands for the
+  world, and a backward sweep keeps only the accumulators still waiting for children, in
+  slots reused along the sweep (:func:`accumulator_slots`: two for a humanoid), so its
+  working set does not grow with the number of bodies.
+
+A step handles one body of a known joint type, so its motion subspace S has exactly that
+joint's columns.  Compile time does not grow with the number of bodies.
 
 * ``forward_sweep(step, model, init, xs)``: for i = 0..nb-1, ``val_i, y_i = step(val[parent_i],
   x_i)`` with ``val[world] = init``.
@@ -104,6 +112,37 @@ def _add(buf, slot, vals):
     return _write(buf, slot, tmap(lambda a, v: a + v.astype(a.dtype), _read(buf, slot), vals))
 
 
+def _parents(model: Model):
+    return np.asarray(model.topology.parent, np.int64).reshape(model.nb)
+
+
+def _links(model: Model, through_slots=False):
+    """How each body's value reaches its children (forward) or its sum its parent (backward),
+    (nb,) bool arrays (direct, outer, slot).  Where every run is a set of chains (each body's
+    parent is the body before it, an earlier run's body or the world: arms, legged robots),
+    a link is ``direct`` (through the scan's carry: the parent is the body before, in the same
+    run) or ``outer`` (through the outputs of the earlier run or of the child's run: the
+    parent is the world or lies in an earlier run).  Otherwise, and with ``through_slots``,
+    every link goes through a buffer kept along the sweep (``slot``)."""
+    parent, i = _parents(model), np.arange(model.nb)
+    start = np.zeros(model.nb, np.int64)
+    for r in model.runs:
+        start[r.start:r.stop] = r.start
+    outer = parent < start
+    if through_slots or not np.all((parent == i - 1) | outer):
+        return np.zeros(model.nb, bool), np.zeros(model.nb, bool), np.ones(model.nb, bool)
+    return ~outer, outer, np.zeros(model.nb, bool)
+
+
+def _cat(trees):
+    """Pytrees of one structure concatenated leaf by leaf along their first axis."""
+    return tmap(lambda *a: jnp.concatenate(a, 0), *trees)
+
+
+def _select(flag, a, b):
+    return tmap(lambda u, v: jnp.where(flag, u, v.astype(u.dtype)), a, b)
+
+
 def forward_sweep(step, model: Model, init, xs, keep=same):
     """Root-to-leaves sweep.
 
@@ -126,20 +165,46 @@ def forward_sweep_with_siblings(step, model: Model, init, sib_init, xs, keep=sam
     siblings: ``val_i, to_parent, y_i = step(val_parent, sib_parent_so_far, x_i, keep=...)`` and
     ``sib[parent] += to_parent``; children are visited in increasing index order.
     ``sib_init``: per-slot initial accumulators (leading axis nb + 1; ``()`` for none, which
-    is :func:`forward_sweep`).  Returns (vals (nb + 1, ...), ys :class:`PerRun`)."""
-    nb = model.nb
-    buf = tmap(lambda a: jnp.broadcast_to(a, (nb + 1,) + jnp.shape(a)).astype(jnp.result_type(a)), init)
-    carry, ys = (buf, sib_init), []
+    is :func:`forward_sweep`).  Returns (vals (nb + 1, ...), ys :class:`PerRun`).
+
+    Values reach the children as :func:`_links` says: through the carry (parent i - 1), gathered
+    from the earlier runs' outputs or the world's before the scan, or through the buffer."""
+    parent = _parents(model)
+    direct, outer, slot = _links(model)
+    init = tmap(jnp.asarray, init)
+    world = tmap(lambda w: w[None], init)
+    with_sib = jax.tree_util.tree_leaves(sib_init) != []
+    buf = tmap(lambda a: jnp.broadcast_to(a, (model.nb + 1,) + a.shape), init) if slot.any() else None
+    sib, vals, ys = sib_init, [], []
     for j, run in enumerate(model.runs):
-        def body(carry, inp, x=_of_run(xs, j, run), keep=keep):
-            buf, sib = carry
+        sl = slice(run.start, run.stop)
+        ext = None
+        if outer[sl].any():       # the parent's value: an earlier run's output, or the world's
+            ext = tmap(lambda a: a[np.where(outer[sl] & (parent[sl] >= 0), parent[sl], run.start)], _cat(vals + [world]))
+        flag = jnp.asarray(direct[sl])
+
+        def body(carry, inp, x=_of_run(xs, j, run), ext=ext, flag=flag, keep=keep):
+            prev, buf, sib = carry
             i, k, p = inp
-            pv, ps, x = keep(lambda: (_read(buf, p), _read(sib, p), _read(x, k)))
+
+            def reads():
+                if buf is not None:
+                    pv = _read(buf, p)
+                elif prev is None:
+                    pv = _read(ext, k)
+                else:
+                    pv = prev if ext is None else _select(flag[k], prev, _read(ext, k))
+                return pv, _read(sib, p) if with_sib else (), _read(x, k)
+            pv, ps, x = keep(reads)
             val, to_parent, y = step(pv, ps, x, keep=keep)
-            return (_write(buf, i, val), _add(sib, p, to_parent)), y
-        carry, y = _scan(body, carry, run, False)
+            val = tmap(lambda a, v: v.astype(a.dtype), init, val)
+            carry = (None if prev is None else val, None if buf is None else _write(buf, i, val),
+                     _add(sib, p, to_parent) if with_sib else sib)
+            return carry, (val, y)
+        (_, buf, sib), (val, y) = _scan(body, (init if direct[sl].any() else None, buf, sib), run, False)
+        vals.append(val)
         ys.append(y)
-    return carry[0], _by_run(ys)
+    return _cat(vals + [world]), _by_run(ys)
 
 
 def backward_sweep(step, model: Model, init, xs, keep=same):
@@ -166,31 +231,36 @@ def backward_sweep_with_parent(step, model: Model, init, xs, keep=same):
     return _backward(step, model, init, xs, keep, True)
 
 
-def accumulator_slots(parent):
-    """The static plan of a leaves-to-root sweep's accumulators (bodies visited nb-1..0;
-    ``parent`` (nb,), -1 for the world).  Only a body with children needs a slot, from the
-    visit of its first (highest-index) child to its own visit, so slots are reused: a chain
-    needs one, talos_reduced two, and the buffer does not grow with the number of bodies.
+def accumulator_slots(parent, links=None):
+    """The static plan of the accumulators that a leaves-to-root sweep keeps in slots (bodies
+    visited nb-1..0; ``parent`` (nb,), -1 for the world).  ``links`` (nb,) bool: the bodies
+    that send to their parent through a slot (default: all).  A parent needs a slot from the
+    visit of its first (highest-index) such child to its own visit, so slots are reused: a
+    chain needs one, talos_reduced two, and the buffer does not grow with the number of bodies.
 
-    Returns (K, own, has, to, first), arrays (nb,): K slots plus the world's (index K); body
-    i reads its children's sum from slot own[i] where has[i], and sends to slot to[i],
-    overwriting it where first[i] (the first child of its parent to send) and adding to it
-    otherwise."""
+    Returns (K, own, has, to, first), arrays (nb,): K slots plus the world's (index K) and a
+    discard slot (K + 1); body i reads its children's sum from slot own[i] where has[i], and
+    sends to slot to[i] (K + 1 where it sends no slot), overwriting it where first[i] (the
+    first child of its parent to send) and adding to it otherwise."""
     nb = len(parent)
+    links = np.ones(nb, bool) if links is None else np.asarray(links, bool)
     kids = [[] for _ in range(nb)]
     for i, p in enumerate(parent):
-        if p >= 0:
+        if p >= 0 and links[i]:
             kids[p].append(i)
-    own, to, first = np.zeros(nb, np.int32), np.zeros(nb, np.int32), np.zeros(nb, bool)
+    own, to, first = np.zeros(nb, np.int32), np.full(nb, -1, np.int32), np.zeros(nb, bool)
     has = np.array([bool(k) for k in kids], bool).reshape(nb)
     free, K = [], 0
     for i in reversed(range(nb)):
         if has[i]:                      # read at this visit: free for the parent's sum
             free.append(own[i])
         p = parent[i]
+        if not links[i]:
+            to[i] = -2
+            continue
         if p < 0:
-            to[i] = -1
-        elif i == max(kids[p]):
+            continue
+        if i == max(kids[p]):
             if free:
                 own[p] = free.pop()
             else:
@@ -198,37 +268,62 @@ def accumulator_slots(parent):
             to[i], first[i] = own[p], True
         else:
             to[i] = own[p]
-    to[to < 0] = K
+    to[to == -1], to[to == -2] = K, K + 1
     return K, own, has, to, first
 
 
 def _backward(step, model: Model, init, xs, keep, with_parent):
-    K, own, has, to, first = accumulator_slots(np.asarray(model.topology.parent, np.int64).reshape(model.nb))
-    buf = tmap(lambda a: jnp.zeros((K + 1,) + a.shape[1:], a.dtype), init)
-    padded = tmap(lambda a: jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)], 0), init) if with_parent else None
+    """The backward sweeps.  A body sends to its parent as :func:`_links` says: through the
+    carry (parent i - 1, the next body visited), through its run's outputs (summed into the
+    parents' initial accumulators before their run, or into the world's), or through the
+    slots (:func:`accumulator_slots`).  With ``with_parent`` every link goes through the slots,
+    where the step sees its parent's running sum."""
+    nb = model.nb
+    parent = _parents(model)
+    direct, outer, slot = _links(model, with_parent)
+    K, own, has, to, first = accumulator_slots(parent, slot)
+    after = np.append(direct[1:], False)                        # the body visited before i is its child
     zero = jnp.zeros_like
+    buf = tmap(lambda a: jnp.zeros((K + 2,) + a.shape[1:], a.dtype), init)
+    sent = tmap(lambda a: jnp.zeros((nb + 1,) + a.shape[1:], a.dtype), init)   # through the runs' outputs
+    padded = tmap(lambda a: jnp.concatenate([a, zero(a[:1])], 0), init) if with_parent else None
+    zero_body = tmap(lambda a: jnp.zeros(a.shape[1:], a.dtype), init)
     ys = [None] * len(model.runs)
     for j in reversed(range(len(model.runs))):
         run = model.runs[j]
         sl = slice(run.start, run.stop)
-        plan = (_of_run(init, j, run),) + tuple(jnp.asarray(a[sl]) for a in (own, has, to, first))
+        mine = tmap(lambda a, b: a[sl] + b[sl], init, sent) if outer[run.stop:].any() else _of_run(init, j, run)
+        plan = tuple(jnp.asarray(a[sl]) for a in (own, has, to, first, after))
 
-        def body(buf, inp, x=_of_run(xs, j, run), plan=plan, keep=keep):
+        def body(carry, inp, x=_of_run(xs, j, run), mine=mine, plan=plan, out=outer[sl].any(), keep=keep):
+            prev, buf = carry
             _, k, p = inp
-            mine, own, has, to, first = plan
+            own, has, to, first, after = plan
 
             def reads():               # init[i] + what i's children sent; the same for the parent so far
-                acc = tmap(lambda a, b: a + jnp.where(has[k], b, zero(b)), _read(mine, k), _read(buf, own[k]))
+                acc = _read(mine, k)
+                if prev is not None:
+                    acc = tmap(lambda a, b: a + jnp.where(after[k], b, zero(b)), acc, prev)
+                if buf is not None:
+                    acc = tmap(lambda a, b: a + jnp.where(has[k], b, zero(b)), acc, _read(buf, own[k]))
                 accp = tmap(lambda a, b: a + jnp.where(first[k], zero(b), b), _read(padded, p), _read(buf, to[k])) if with_parent else None
                 return acc, accp, _read(x, k)
             acc, accp, x = keep(reads)
-            to, first = to[k], first[k]
             to_parent, y = step(acc, accp, x, keep=keep)
-            sent = tmap(lambda o, v: jnp.where(first, v.astype(o.dtype), o + v.astype(o.dtype)), _read(buf, to), to_parent)
-            return _write(buf, to, sent), (acc, y)
-        buf, ys[j] = _scan(body, buf, run, True)
-    acc = tmap(lambda a, w: jnp.concatenate([a.bodies(), w[K:]], 0) if len(a) else w[K:],
-               _by_run([y[0] for y in ys]), buf, is_leaf=lambda a: isinstance(a, PerRun))
+            to_parent = tmap(lambda a, v: v.astype(a.dtype), zero_body, to_parent)
+            if buf is not None:
+                old = _read(buf, to[k])
+                buf = _write(buf, to[k], tmap(lambda o, v: jnp.where(first[k], v, o + v), old, to_parent))
+            return (None if prev is None else to_parent, buf), (acc, y, to_parent if out else None)
+        uses = slot[sl].any() or has[sl].any()
+        (_, b), (acc, y, up) = _scan(body, (zero_body if after[sl].any() else None, buf if uses else None), run, True)
+        buf = b if uses else buf
+        ys[j] = (acc, y)
+        if outer[sl].any():
+            dst = np.where(parent[sl] >= 0, parent[sl], nb)[outer[sl]]
+            sent = tmap(lambda s, u: s.at[dst].add(u[outer[sl]]), sent, up)
+    acc = tmap(lambda *a: jnp.concatenate(a, 0), *[y[0] for y in ys], tmap(lambda s, b: s[nb:] + b[K:K + 1], sent, buf)) \
+        if nb else tmap(lambda s, b: s[nb:] + b[K:K + 1], sent, buf)
     return acc, _by_run([y[1] for y in ys])
 
 

@@ -1,14 +1,17 @@
-"""jaxdyn.tree's backward sweeps against closed forms computed from the parent array, on random
-trees and forests whose bodies change joint type along the sweep (several runs): a step that
+"""jaxdyn.tree's sweeps against closed forms computed from the parent array, on random trees and
+forests whose bodies change joint type along the sweep (several runs), and on forests of
+chains (legs on a base: every body's parent is the body before it, an earlier run's body or
+the world), whose links go through the scans' carries and the runs' outputs: a step that
 sends its accumulator to its parent sums each body's subtree; the variant that also sees the
 parent's running accumulator sees the parent's own value plus the subtrees of the siblings
-visited before (higher index); the accumulators of a chain share one slot."""
+visited before (higher index); a forward step that adds its input to its parent's value sums
+each body's path to the root; the accumulators of a chain share one slot."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxdyn
-from jaxdyn.tree import accumulator_slots, backward_sweep, backward_sweep_with_parent
+from jaxdyn.tree import _links, accumulator_slots, backward_sweep, backward_sweep_with_parent, forward_sweep
 
 
 def forest(nb, seed):
@@ -16,6 +19,26 @@ def forest(nb, seed):
     roots = np.random.default_rng(seed).random(nb) < 0.2
     roots[0] = True
     return m.replace(parent=np.where(roots, -1, m.parent))
+
+
+def chains(nb, seed):
+    """A forest of chains: a body's parent is the body before it in its run, or (at random, and
+    for a run's first body) a body of an earlier run or the world."""
+    m = jaxdyn.robots.random_tree(nb, 0.6, seed)
+    rng, parent = np.random.default_rng(seed), np.arange(-1, nb - 1)
+    for r in m.runs:
+        for i in range(r.start, r.stop):
+            if i == r.start or rng.random() < 0.3:
+                parent[i] = rng.integers(-1, r.start) if r.start else -1
+    return m.replace(parent=parent)
+
+
+def path_sums(parent, w):
+    out = w.copy()
+    for i in range(len(parent)):
+        if parent[i] >= 0:
+            out[i] += out[parent[i]]
+    return out
 
 
 def subtree_sums(parent, w):
@@ -26,11 +49,13 @@ def subtree_sums(parent, w):
     return out
 
 
-@pytest.mark.parametrize("nb, seed", [(1, 0), (12, 1), (40, 2)])
-def test_backward_sweeps_sum_subtrees_and_earlier_siblings(nb, seed):
-    m = forest(nb, seed)
+@pytest.mark.parametrize("nb, seed, build", [(1, 0, forest), (12, 1, forest), (40, 2, forest), (30, 3, chains)])
+def test_sweeps_sum_subtrees_paths_and_earlier_siblings(nb, seed, build):
+    m = build(nb, seed)
     parent = np.asarray(m.parent)
     assert len(m.runs) > 1 or nb == 1
+    if build is chains:
+        assert _links(m)[0].any()
     w = np.random.default_rng(seed).normal(size=(nb, 3, 2))          # a trailing batch axis of 2
     sub = subtree_sums(parent, w)
 
@@ -38,6 +63,11 @@ def test_backward_sweeps_sum_subtrees_and_earlier_siblings(nb, seed):
     np.testing.assert_allclose(acc[:nb], sub, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ys.bodies(), sub, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(acc[nb], sub[parent < 0].sum(0), rtol=1e-12, atol=1e-12)
+
+    vals, ys = forward_sweep(lambda v, x, keep: (v + x, v), m, jnp.ones((3, 2)), jnp.asarray(w))
+    np.testing.assert_allclose(vals[:nb], path_sums(parent, w) + 1.0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(vals[nb], np.ones((3, 2)))
+    np.testing.assert_allclose(ys.bodies() + w, vals[:nb], rtol=1e-12, atol=1e-12)
 
     _, seen = backward_sweep_with_parent(lambda a, ap, x, keep: (a, ap), m, jnp.asarray(w), jnp.zeros(nb))
     for i, p in enumerate(parent):
@@ -50,4 +80,4 @@ def test_a_chain_keeps_one_accumulator():
     K, own, has, to, first = accumulator_slots(np.arange(-1, 9))
     assert K == 1 and np.all(to[1:] == 0) and to[0] == K and np.all(first[1:]) and not has[-1]
     K, *_ = accumulator_slots(np.asarray(forest(40, 2).parent))
-    assert K < 40
+    assert K < 40 and _links(forest(40, 2))[2].all()         # a forest with branches in a run: slots
