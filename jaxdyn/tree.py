@@ -7,8 +7,9 @@ base and its revolute limbs).  How a value moves between a body and its parent
 
 * where every run is a set of chains (each body's parent is the body before it, a body of an
   earlier run or the world: arms, legged robots), through the scan's carry from one body to
-  the next, and through the runs' outputs between runs and to the world: no buffer indexed
-  along the sweep, the fewest operations per step (a one-state call is bound by their count);
+  the next, and between runs and to the world through the runs' outputs (forward) or sums
+  carried along the run (backward): no buffer indexed along the sweep, the fewest operations
+  per step (a one-state call is bound by their count);
 * otherwise (a branch inside a run: a humanoid's torso, a hand's fingers) a forward sweep
   keeps a buffer of per-body values plus one *sink* slot (index nb) that stands for the
   world, and a backward sweep keeps only the accumulators still waiting for children, in
@@ -274,9 +275,9 @@ def accumulator_slots(parent, links=None):
 
 def _backward(step, model: Model, init, xs, keep, with_parent):
     """The backward sweeps.  A body sends to its parent as :func:`_links` says: through the
-    carry (parent i - 1, the next body visited), through its run's outputs (summed into the
-    parents' initial accumulators before their run, or into the world's), or through the
-    slots (:func:`accumulator_slots`).  With ``with_parent`` every link goes through the slots,
+    carry (parent i - 1, the next body visited), into a sum carried along its run for each
+    parent outside the run (added to that parent's initial accumulator before its run, or to
+    the world's), or through the slots (:func:`accumulator_slots`).  With ``with_parent`` every link goes through the slots,
     where the step sees its parent's running sum."""
     nb = model.nb
     parent = _parents(model)
@@ -285,7 +286,7 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
     after = np.append(direct[1:], False)                        # the body visited before i is its child
     zero = jnp.zeros_like
     buf = tmap(lambda a: jnp.zeros((K + 2,) + a.shape[1:], a.dtype), init)
-    sent = tmap(lambda a: jnp.zeros((nb + 1,) + a.shape[1:], a.dtype), init)   # through the runs' outputs
+    sent = tmap(lambda a: jnp.zeros((nb + 1,) + a.shape[1:], a.dtype), init)   # from later runs, and the world's
     padded = tmap(lambda a: jnp.concatenate([a, zero(a[:1])], 0), init) if with_parent else None
     zero_body = tmap(lambda a: jnp.zeros(a.shape[1:], a.dtype), init)
     ys = [None] * len(model.runs)
@@ -294,9 +295,12 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
         sl = slice(run.start, run.stop)
         mine = tmap(lambda a, b: a[sl] + b[sl], init, sent) if outer[run.stop:].any() else _of_run(init, j, run)
         plan = tuple(jnp.asarray(a[sl]) for a in (own, has, to, first, after))
+        target = np.where(parent[sl] >= 0, parent[sl], nb)
+        dests = np.unique(target[outer[sl]])            # the parents outside the run: one carried sum each
+        dest = jnp.asarray(np.where(outer[sl], np.searchsorted(dests, target), -1))
 
-        def body(carry, inp, x=_of_run(xs, j, run), mine=mine, plan=plan, out=outer[sl].any(), keep=keep):
-            prev, buf = carry
+        def body(carry, inp, x=_of_run(xs, j, run), mine=mine, plan=plan, dest=dest, keep=keep):
+            prev, buf, out = carry
             _, k, p = inp
             own, has, to, first, after = plan
 
@@ -314,17 +318,16 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
             if buf is not None:
                 old = _read(buf, to[k])
                 buf = _write(buf, to[k], tmap(lambda o, v: jnp.where(first[k], v, o + v), old, to_parent))
-            return (None if prev is None else to_parent, buf), (acc, y, to_parent if out else None)
+            out = tuple(tmap(lambda o, v: o + jnp.where(dest[k] == d, v, zero(v)), o, to_parent) for d, o in enumerate(out))
+            return (None if prev is None else to_parent, buf, out), (acc, y)
         uses = slot[sl].any() or has[sl].any()
-        (_, b), (acc, y, up) = _scan(body, (zero_body if after[sl].any() else None, buf if uses else None), run, True)
+        (_, b, out), ys[j] = _scan(body, (zero_body if after[sl].any() else None, buf if uses else None,
+                                          (zero_body,) * len(dests)), run, True)
         buf = b if uses else buf
-        ys[j] = (acc, y)
-        if outer[sl].any():
-            dst = np.where(parent[sl] >= 0, parent[sl], nb)[outer[sl]]
-            sent = tmap(lambda s, u: s.at[dst].add(u[outer[sl]]), sent, up)
-    acc = tmap(lambda *a: jnp.concatenate(a, 0), *[y[0] for y in ys], tmap(lambda s, b: s[nb:] + b[K:K + 1], sent, buf)) \
-        if nb else tmap(lambda s, b: s[nb:] + b[K:K + 1], sent, buf)
-    return acc, _by_run([y[1] for y in ys])
+        for d, o in zip(dests, out):
+            sent = tmap(lambda s, v: s.at[d].add(v), sent, o)
+    world = tmap(lambda s, b: s[nb:] + b[K:K + 1], sent, buf)
+    return _cat([y[0] for y in ys] + [world]), _by_run([y[1] for y in ys])
 
 
 def sum_over_children(model: Model, vals):
