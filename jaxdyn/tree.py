@@ -2,19 +2,16 @@
 
 The bodies are swept in topological order, one ``lax.scan`` per run of bodies with one joint
 type (:attr:`jaxdyn.model.Topology.runs`: one or two runs for most robots, e.g. a floating
-base and its revolute limbs).  How a value moves between a body and its parent
-(:func:`_links`):
+base and its revolute limbs).  How a value moves between a body and its parent: from one
+body to the next (parent i - 1) through the scan's carry; between runs through the earlier
+runs' outputs (forward) or through sums carried along the run (backward).  The other links
+(a branch inside a run: a humanoid's torso, a hand's fingers):
 
-* where every run is a set of chains (each body's parent is the body before it, a body of an
-  earlier run or the world: arms, legged robots), through the scan's carry from one body to
-  the next, and between runs and to the world through the runs' outputs (forward) or sums
-  carried along the run (backward): no buffer indexed along the sweep, the fewest operations
-  per step (a one-state call is bound by their count);
-* otherwise (a branch inside a run: a humanoid's torso, a hand's fingers) a forward sweep
-  keeps a buffer of per-body values plus one *sink* slot (index nb) that stands for the
-  world, and a backward sweep keeps only the accumulators still waiting for children, in
-  slots reused along the sweep (:func:`accumulator_slots`: two for a humanoid), so its
-  working set does not grow with the number of bodies.
+* backward: the accumulators still waiting for children, K of them carried along the sweep
+  (:func:`accumulator_slots`: two for a humanoid) and chosen by a static plan, so no step
+  indexes a buffer (a one-state call is bound by the number of operations per step);
+* forward (:func:`_links`): where a run branches, every link goes through a buffer of
+  per-body values plus one *sink* slot (index nb) that stands for the world.
 
 A step handles one body of a known joint type, so its motion subspace S has exactly that
 joint's columns.  Compile time does not grow with the number of bodies.
@@ -23,7 +20,7 @@ joint's columns.  Compile time does not grow with the number of bodies.
   x_i)`` with ``val[world] = init``.
 * ``backward_sweep(step, model, init, xs)``: for i = nb-1..0, ``acc_i`` is ``init[i]`` plus what
   the children of i sent; ``to_parent, y_i = step(acc_i, x_i)`` and ``acc[parent_i] +=
-  to_parent`` (the world's sum lands in the sink slot).
+  to_parent`` (entry nb of the returned accumulators is the world's sum).
 * ``backward_sweep_with_parent`` / ``forward_sweep_with_siblings``: variants whose step also
   sees the parent's running accumulator (Yamane-Nakamura's sequential elimination).
 
@@ -117,20 +114,19 @@ def _parents(model: Model):
     return np.asarray(model.topology.parent, np.int64).reshape(model.nb)
 
 
-def _links(model: Model, through_slots=False):
-    """How each body's value reaches its children (forward) or its sum its parent (backward),
-    (nb,) bool arrays (direct, outer, slot).  Where every run is a set of chains (each body's
-    parent is the body before it, an earlier run's body or the world: arms, legged robots),
-    a link is ``direct`` (through the scan's carry: the parent is the body before, in the same
-    run) or ``outer`` (through the outputs of the earlier run or of the child's run: the
-    parent is the world or lies in an earlier run).  Otherwise, and with ``through_slots``,
+def _links(model: Model):
+    """How a forward sweep passes each body's value to its children, (nb,) bool arrays
+    (direct, outer, slot).  Where every run is a set of chains (each body's parent is the body
+    before it, an earlier run's body or the world: arms, legged robots), a link is ``direct``
+    (through the scan's carry: the parent is the body before, in the same run) or ``outer``
+    (gathered from the earlier runs' outputs or the world's before the scan).  Otherwise
     every link goes through a buffer kept along the sweep (``slot``)."""
     parent, i = _parents(model), np.arange(model.nb)
     start = np.zeros(model.nb, np.int64)
     for r in model.runs:
         start[r.start:r.stop] = r.start
     outer = parent < start
-    if through_slots or not np.all((parent == i - 1) | outer):
+    if not np.all((parent == i - 1) | outer):
         return np.zeros(model.nb, bool), np.zeros(model.nb, bool), np.ones(model.nb, bool)
     return ~outer, outer, np.zeros(model.nb, bool)
 
@@ -239,10 +235,10 @@ def accumulator_slots(parent, links=None):
     visit of its first (highest-index) such child to its own visit, so slots are reused: a
     chain needs one, talos_reduced two, and the buffer does not grow with the number of bodies.
 
-    Returns (K, own, has, to, first), arrays (nb,): K slots plus the world's (index K) and a
-    discard slot (K + 1); body i reads its children's sum from slot own[i] where has[i], and
-    sends to slot to[i] (K + 1 where it sends no slot), overwriting it where first[i] (the
-    first child of its parent to send) and adding to it otherwise."""
+    Returns (K, own, has, to, first), arrays (nb,): K slots plus the world's (index K); body
+    i reads its children's sum from slot own[i] where has[i], and sends to slot to[i] (K + 1:
+    to none, where it does not link through a slot), overwriting it where first[i] (the first
+    child of its parent to send) and adding to it otherwise."""
     nb = len(parent)
     links = np.ones(nb, bool) if links is None else np.asarray(links, bool)
     kids = [[] for _ in range(nb)]
@@ -274,21 +270,32 @@ def accumulator_slots(parent, links=None):
 
 
 def _backward(step, model: Model, init, xs, keep, with_parent):
-    """The backward sweeps.  A body sends to its parent as :func:`_links` says: through the
-    carry (parent i - 1, the next body visited), into a sum carried along its run for each
-    parent outside the run (added to that parent's initial accumulator before its run, or to
-    the world's), or through the slots (:func:`accumulator_slots`).  With ``with_parent`` every link goes through the slots,
-    where the step sees its parent's running sum."""
+    """The backward sweeps.  A body sends to its parent through the scan's carry where the
+    parent is the next body visited (parent i - 1, in the same run); into a sum carried along
+    its run for each parent outside the run (an earlier run's body or the world), added to
+    that parent's initial accumulator before its run (or to the world's); and otherwise into
+    one of K accumulators carried along the sweep (:func:`accumulator_slots`: a branch inside
+    a run, talos_reduced's torso), selected by a static plan, so no step indexes a buffer.
+    With ``with_parent`` every link goes through the K accumulators (the roots' through the
+    world's), where the step sees its parent's running sum."""
     nb = model.nb
-    parent = _parents(model)
-    direct, outer, slot = _links(model, with_parent)
+    parent, i = _parents(model), np.arange(nb)
+    start = np.zeros(nb, np.int64)
+    for r in model.runs:
+        start[r.start:r.stop] = r.start
+    if with_parent:
+        direct, outer = np.zeros(nb, bool), np.zeros(nb, bool)
+    else:
+        outer = parent < start
+        direct = (parent == i - 1) & ~outer
+    slot = ~direct & ~outer
     K, own, has, to, first = accumulator_slots(parent, slot)
     after = np.append(direct[1:], False)                        # the body visited before i is its child
     zero = jnp.zeros_like
-    buf = tmap(lambda a: jnp.zeros((K + 2,) + a.shape[1:], a.dtype), init)
+    zero_body = tmap(lambda a: jnp.zeros(a.shape[1:], a.dtype), init)
+    held = (zero_body,) * (K + 1)                     # K slots and the world's (with_parent)
     sent = tmap(lambda a: jnp.zeros((nb + 1,) + a.shape[1:], a.dtype), init)   # from later runs, and the world's
     padded = tmap(lambda a: jnp.concatenate([a, zero(a[:1])], 0), init) if with_parent else None
-    zero_body = tmap(lambda a: jnp.zeros(a.shape[1:], a.dtype), init)
     ys = [None] * len(model.runs)
     for j in reversed(range(len(model.runs))):
         run = model.runs[j]
@@ -298,9 +305,10 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
         target = np.where(parent[sl] >= 0, parent[sl], nb)
         dests = np.unique(target[outer[sl]])            # the parents outside the run: one carried sum each
         dest = jnp.asarray(np.where(outer[sl], np.searchsorted(dests, target), -1))
+        uses = slot[sl].any() or has[sl].any()
 
         def body(carry, inp, x=_of_run(xs, j, run), mine=mine, plan=plan, dest=dest, keep=keep):
-            prev, buf, out = carry
+            prev, held, out = carry
             _, k, p = inp
             own, has, to, first, after = plan
 
@@ -308,25 +316,28 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
                 acc = _read(mine, k)
                 if prev is not None:
                     acc = tmap(lambda a, b: a + jnp.where(after[k], b, zero(b)), acc, prev)
-                if buf is not None:
-                    acc = tmap(lambda a, b: a + jnp.where(has[k], b, zero(b)), acc, _read(buf, own[k]))
-                accp = tmap(lambda a, b: a + jnp.where(first[k], zero(b), b), _read(padded, p), _read(buf, to[k])) if with_parent else None
+                for s_, h in enumerate(held or ()):
+                    acc = tmap(lambda a, b: a + jnp.where(has[k] & (own[k] == s_), b, zero(b)), acc, h)
+                accp = None
+                if with_parent:
+                    accp = _read(padded, p)
+                    for s_, h in enumerate(held):
+                        accp = tmap(lambda a, b: a + jnp.where(~first[k] & (to[k] == s_), b, zero(b)), accp, h)
                 return acc, accp, _read(x, k)
             acc, accp, x = keep(reads)
             to_parent, y = step(acc, accp, x, keep=keep)
             to_parent = tmap(lambda a, v: v.astype(a.dtype), zero_body, to_parent)
-            if buf is not None:
-                old = _read(buf, to[k])
-                buf = _write(buf, to[k], tmap(lambda o, v: jnp.where(first[k], v, o + v), old, to_parent))
+            if held is not None:
+                held = tuple(tmap(lambda h, v: jnp.where(to[k] == s_, jnp.where(first[k], v, h + v), h), h, to_parent)
+                             for s_, h in enumerate(held))
             out = tuple(tmap(lambda o, v: o + jnp.where(dest[k] == d, v, zero(v)), o, to_parent) for d, o in enumerate(out))
-            return (None if prev is None else to_parent, buf, out), (acc, y)
-        uses = slot[sl].any() or has[sl].any()
-        (_, b, out), ys[j] = _scan(body, (zero_body if after[sl].any() else None, buf if uses else None,
+            return (None if prev is None else to_parent, held, out), (acc, y)
+        (_, h, out), ys[j] = _scan(body, (zero_body if after[sl].any() else None, held if uses else None,
                                           (zero_body,) * len(dests)), run, True)
-        buf = b if uses else buf
+        held = h if uses else held
         for d, o in zip(dests, out):
             sent = tmap(lambda s, v: s.at[d].add(v), sent, o)
-    world = tmap(lambda s, b: s[nb:] + b[K:K + 1], sent, buf)
+    world = tmap(lambda s, b: s[nb:] + b[None], sent, held[K])
     return _cat([y[0] for y in ys] + [world]), _by_run([y[1] for y in ys])
 
 
