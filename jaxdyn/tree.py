@@ -114,6 +114,14 @@ def _parents(model: Model):
     return np.asarray(model.topology.parent, np.int64).reshape(model.nb)
 
 
+def _outer(model: Model):
+    """(nb,) bool: the bodies whose parent is the world or lies in an earlier run."""
+    start = np.zeros(model.nb, np.int64)
+    for r in model.runs:
+        start[r.start:r.stop] = r.start
+    return _parents(model) < start
+
+
 def _links(model: Model):
     """How a forward sweep passes each body's value to its children, (nb,) bool arrays
     (direct, outer, slot).  Where every run is a set of chains (each body's parent is the body
@@ -121,12 +129,8 @@ def _links(model: Model):
     (through the scan's carry: the parent is the body before, in the same run) or ``outer``
     (gathered from the earlier runs' outputs or the world's before the scan).  Otherwise
     every link goes through a buffer kept along the sweep (``slot``)."""
-    parent, i = _parents(model), np.arange(model.nb)
-    start = np.zeros(model.nb, np.int64)
-    for r in model.runs:
-        start[r.start:r.stop] = r.start
-    outer = parent < start
-    if not np.all((parent == i - 1) | outer):
+    parent, outer = _parents(model), _outer(model)
+    if not np.all((parent == np.arange(model.nb) - 1) | outer):
         return np.zeros(model.nb, bool), np.zeros(model.nb, bool), np.ones(model.nb, bool)
     return ~outer, outer, np.zeros(model.nb, bool)
 
@@ -233,7 +237,8 @@ def accumulator_slots(parent, links=None):
     visited nb-1..0; ``parent`` (nb,), -1 for the world).  ``links`` (nb,) bool: the bodies
     that send to their parent through a slot (default: all).  A parent needs a slot from the
     visit of its first (highest-index) such child to its own visit, so slots are reused: a
-    chain needs one, talos_reduced two, and the buffer does not grow with the number of bodies.
+    chain needs one, talos_reduced two, and their number does not grow with the number of
+    bodies.
 
     Returns (K, own, has, to, first), arrays (nb,): K slots plus the world's (index K); body
     i reads its children's sum from slot own[i] where has[i], and sends to slot to[i] (K + 1:
@@ -279,21 +284,18 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
     With ``with_parent`` every link goes through the K accumulators (the roots' through the
     world's), where the step sees its parent's running sum."""
     nb = model.nb
-    parent, i = _parents(model), np.arange(nb)
-    start = np.zeros(nb, np.int64)
-    for r in model.runs:
-        start[r.start:r.stop] = r.start
+    parent = _parents(model)
     if with_parent:
         direct, outer = np.zeros(nb, bool), np.zeros(nb, bool)
     else:
-        outer = parent < start
-        direct = (parent == i - 1) & ~outer
+        outer = _outer(model)
+        direct = (parent == np.arange(nb) - 1) & ~outer
     slot = ~direct & ~outer
     K, own, has, to, first = accumulator_slots(parent, slot)
     after = np.append(direct[1:], False)                        # the body visited before i is its child
     zero = jnp.zeros_like
     zero_body = tmap(lambda a: jnp.zeros(a.shape[1:], a.dtype), init)
-    held = (zero_body,) * (K + 1)                     # K slots and the world's (with_parent)
+    held = (zero_body,) * (K + 1)                     # K slots and the world's (the roots' with_parent)
     sent = tmap(lambda a: jnp.zeros((nb + 1,) + a.shape[1:], a.dtype), init)   # from later runs, and the world's
     padded = tmap(lambda a: jnp.concatenate([a, zero(a[:1])], 0), init) if with_parent else None
     ys = [None] * len(model.runs)
