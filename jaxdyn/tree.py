@@ -114,12 +114,15 @@ def _parents(model: Model):
     return np.asarray(model.topology.parent, np.int64).reshape(model.nb)
 
 
-def _outer(model: Model):
-    """(nb,) bool: the bodies whose parent is the world or lies in an earlier run."""
+def _chain_links(model: Model):
+    """(direct, outer), (nb,) bool: the body's parent is the body before it in the same run
+    (the scan's carry), or is the world or lies in an earlier run."""
     start = np.zeros(model.nb, np.int64)
     for r in model.runs:
         start[r.start:r.stop] = r.start
-    return _parents(model) < start
+    parent = _parents(model)
+    outer = parent < start
+    return (parent == np.arange(model.nb) - 1) & ~outer, outer
 
 
 def _links(model: Model):
@@ -129,10 +132,10 @@ def _links(model: Model):
     (through the scan's carry: the parent is the body before, in the same run) or ``outer``
     (gathered from the earlier runs' outputs or the world's before the scan).  Otherwise
     every link goes through a buffer kept along the sweep (``slot``)."""
-    parent, outer = _parents(model), _outer(model)
-    if not np.all((parent == np.arange(model.nb) - 1) | outer):
+    direct, outer = _chain_links(model)
+    if not np.all(direct | outer):
         return np.zeros(model.nb, bool), np.zeros(model.nb, bool), np.ones(model.nb, bool)
-    return ~outer, outer, np.zeros(model.nb, bool)
+    return direct, outer, np.zeros(model.nb, bool)
 
 
 def _cat(trees):
@@ -285,17 +288,13 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
     world's), where the step sees its parent's running sum."""
     nb = model.nb
     parent = _parents(model)
-    if with_parent:
-        direct, outer = np.zeros(nb, bool), np.zeros(nb, bool)
-    else:
-        outer = _outer(model)
-        direct = (parent == np.arange(nb) - 1) & ~outer
+    direct, outer = (np.zeros(nb, bool), np.zeros(nb, bool)) if with_parent else _chain_links(model)
     slot = ~direct & ~outer
     K, own, has, to, first = accumulator_slots(parent, slot)
     after = np.append(direct[1:], False)                        # the body visited before i is its child
     zero = jnp.zeros_like
     zero_body = tmap(lambda a: jnp.zeros(a.shape[1:], a.dtype), init)
-    held = (zero_body,) * (K + 1)                     # K slots and the world's (the roots' with_parent)
+    held = (zero_body,) * (K + with_parent)           # K slots, and the world's where the roots send through it
     sent = tmap(lambda a: jnp.zeros((nb + 1,) + a.shape[1:], a.dtype), init)   # from later runs, and the world's
     padded = tmap(lambda a: jnp.concatenate([a, zero(a[:1])], 0), init) if with_parent else None
     ys = [None] * len(model.runs)
@@ -339,7 +338,7 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
         held = h if uses else held
         for d, o in zip(dests, out):
             sent = tmap(lambda s, v: s.at[d].add(v), sent, o)
-    world = tmap(lambda s, b: s[nb:] + b[None], sent, held[K])
+    world = tmap(lambda s, b: s[nb:] + b[None], sent, held[K]) if with_parent else tmap(lambda s: s[nb:], sent)
     return _cat([y[0] for y in ys] + [world]), _by_run([y[1] for y in ys])
 
 
