@@ -20,7 +20,7 @@ GC_THRESHOLDS = (100_000, 50, 100)
 """Python's cyclic-GC thresholds in the ``jaxdyn`` command (and the test run): at the defaults
 (700, 10, 10) the collector runs every 700 allocations and walks JAX's trace objects, a
 noticeable share of the CPU time of tracing and compiling (figures:
-``benchmarks/results/design_measurements.md``).  Set by :func:`main` only: importing
+``benchmarks/results/history.md``).  Set by :func:`main` only: importing
 jaxdyn leaves your process's collector as it is."""
 
 

@@ -79,6 +79,21 @@ def test_docstring_references_resolve():
     assert not missing, missing
 
 
+def test_source_paths_exist():
+    """Every repository file that the package's source names (``benchmarks/...``, ``docs/...``,
+    ``examples/...``, ``configs/...``: where a docstring sends its reader) exists."""
+    named = []
+    for folder, _, files in os.walk(os.path.join(ROOT, "jaxdyn")):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(folder, f)) as fh:
+                    named += [(os.path.relpath(os.path.join(folder, f), ROOT), p) for p in
+                              re.findall(r"\b((?:benchmarks|docs|examples|configs)/[\w./-]*\w)", fh.read())]
+    assert len(named) >= 5
+    missing = [f"{where}: {p}" for where, p in named if not os.path.exists(os.path.join(ROOT, p))]
+    assert not missing, missing
+
+
 def test_public_names_are_documented():
     undocumented = [n for n in jaxdyn.__all__ if not (getattr(jaxdyn, n).__doc__ or "").strip()]
     assert not undocumented, undocumented

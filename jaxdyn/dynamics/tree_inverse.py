@@ -99,7 +99,7 @@ def _sweeps(M, keep):
 
 def matmul(A, B):
     """A @ B for (n, n, ...) stacks, as one batched dot (not :func:`jaxdyn.spatial.linalg.mm`,
-    whose unrolled sum was slower at these sizes: ``benchmarks/results/design_measurements.md``)."""
+    whose unrolled sum was slower at these sizes: ``benchmarks/results/history.md``)."""
     if A.ndim == 2:
         return jnp.matmul(A, B, precision=HIGHEST)
     return jnp.moveaxis(jnp.matmul(jnp.moveaxis(A, -1, 0), jnp.moveaxis(B, -1, 0), precision=HIGHEST), 0, -1)

@@ -3,7 +3,7 @@
 The four stages are one ``lax.scan`` over (c_i, b_i) = (0, 1), (1/2, 2), (1/2, 2), (1, 1):
 stage i evaluates the dynamics at ``integrate(q, c_i dt k_{i-1})`` (classical RK4 uses only
 the previous stage), so the dynamics is traced and compiled once per step instead of four
-times (a shorter compile: ``benchmarks/results/design_measurements.md``; results are
+times (a shorter compile: ``benchmarks/results/history.md``; results are
 bit-identical in exact arithmetic, the first stage's ``integrate(q, 0)`` returns q).
 """
 from __future__ import annotations

@@ -63,7 +63,7 @@ def rkf45_step(model, dyn, t, q, qd, h):
     The six stages are one ``lax.scan`` over the rows of the tableau (stage i reads the
     stacked derivatives K (6, nv) with row i of A, zero from column i on), so the dynamics
     is traced and compiled once per step instead of six times (as :func:`jaxdyn.integrators.rk4.rk4`;
-    compile times: ``benchmarks/results/design_measurements.md``).
+    compile times: ``benchmarks/results/history.md``).
     """
     dtype = jnp.result_type(qd)
     n = len(_C)
