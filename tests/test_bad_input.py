@@ -409,6 +409,13 @@ def test_cli_output_folder_never_mixed_or_lost(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "int").exists()          # nothing half-written is left
 
 
+# A process started with SIGINT ignored (a background job of a non-interactive shell, and every
+# process it starts) never sees Ctrl-C: Python installs its KeyboardInterrupt handler only where
+# SIGINT has its default action.  The commands below run as from a terminal whatever the test run
+# inherited.
+_AS_FROM_A_TERMINAL = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+
 def test_sigint_during_trajopt_compile(tmp_path):
     """#47 item 7: Ctrl-C (a real SIGINT) while ``jaxdyn trajopt`` traces and compiles ends
     with exit 130, one line on stderr, and no output folder (before: a segfault, exit 139, 2
@@ -422,7 +429,8 @@ def test_sigint_during_trajopt_compile(tmp_path):
     import time
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}     # the command as users run it
-    p = subprocess.Popen([sys.executable, "-m", "jaxdyn.cli", "trajopt", "--out", str(out)], env=env,
+    command = _AS_FROM_A_TERMINAL + "import sys\nfrom jaxdyn.cli import entry\nentry(sys.argv[1:])\n"
+    p = subprocess.Popen([sys.executable, "-c", command, "trajopt", "--out", str(out)], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     head = []
     while p.poll() is None:                      # set up until "compiling ...": XLA from here on
@@ -451,7 +459,7 @@ def test_ctrl_c_inside_a_gc_callback_is_not_lost():
     and exit 0."""
     import subprocess
     import sys
-    script = (
+    script = _AS_FROM_A_TERMINAL + (
         "import gc, sys, time\n"
         "import jaxdyn.cli as cli\n"
         "def cb(phase, info):\n"
