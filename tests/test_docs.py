@@ -88,7 +88,7 @@ def test_source_paths_exist():
             if f.endswith(".py"):
                 with open(os.path.join(folder, f)) as fh:
                     named += [(os.path.relpath(os.path.join(folder, f), ROOT), p) for p in
-                              re.findall(r"\b((?:benchmarks|docs|examples|configs)/[\w./-]*\w)", fh.read())]
+                              re.findall(r"(?<![\w/.])((?:benchmarks|docs|examples|configs)/[\w./-]*\w)", fh.read())]
     assert len(named) >= 5
     missing = [f"{where}: {p}" for where, p in named if not os.path.exists(os.path.join(ROOT, p))]
     assert not missing, missing
