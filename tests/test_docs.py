@@ -59,16 +59,22 @@ def test_named_objects_exist(page):
     assert not missing, f"{page} names objects jaxdyn does not have: {missing}"
 
 
+def package_sources():
+    """(path from the repository root, text) of every Python file of the package."""
+    out = []
+    for folder, _, files in os.walk(os.path.join(ROOT, "jaxdyn")):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                with open(os.path.join(folder, f)) as fh:
+                    out.append((os.path.relpath(os.path.join(folder, f), ROOT), fh.read()))
+    return out
+
+
 def test_docstring_references_resolve():
     """Every Sphinx-style cross-reference to jaxdyn in the package's source (``:mod:`` ,
     ``:func:`` , ``:class:`` , ...: pdoc renders them as links) names an object that exists."""
-    refs = set()
-    for folder, _, files in os.walk(os.path.join(ROOT, "jaxdyn")):
-        for f in files:
-            if f.endswith(".py"):
-                with open(os.path.join(folder, f)) as fh:
-                    refs |= {(os.path.relpath(os.path.join(folder, f), ROOT), name)
-                             for name in re.findall(r":[a-z]+:`(jaxdyn(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`", fh.read())}
+    refs = {(where, name) for where, src in package_sources()
+            for name in re.findall(r":[a-z]+:`(jaxdyn(?:\.[A-Za-z_][A-Za-z0-9_]*)+)`", src)}
     assert len(refs) > 20
     missing = []
     for where, name in sorted(refs):
@@ -82,13 +88,8 @@ def test_docstring_references_resolve():
 def test_source_paths_exist():
     """Every repository file that the package's source names (``benchmarks/...``, ``docs/...``,
     ``examples/...``, ``configs/...``: where a docstring sends its reader) exists."""
-    named = []
-    for folder, _, files in os.walk(os.path.join(ROOT, "jaxdyn")):
-        for f in files:
-            if f.endswith(".py"):
-                with open(os.path.join(folder, f)) as fh:
-                    named += [(os.path.relpath(os.path.join(folder, f), ROOT), p) for p in
-                              re.findall(r"(?<![\w/.])((?:benchmarks|docs|examples|configs)/[\w./-]*\w)", fh.read())]
+    named = [(where, p) for where, src in package_sources()
+             for p in re.findall(r"(?<![\w/.])((?:benchmarks|docs|examples|configs)/[\w./-]*\w)", src)]
     assert len(named) >= 5
     missing = [f"{where}: {p}" for where, p in named if not os.path.exists(os.path.join(ROOT, p))]
     assert not missing, missing
