@@ -366,6 +366,8 @@ def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
     :mod:`jaxdyn.dynamics.derivatives`) or "autodiff" (reverse mode through :func:`rnea`)."""
     model, (q, qd, qdd) = _prepare(model, q=q, qd=qd, qdd=qdd)
     _check_method(method)
+    if model.nv == 0:
+        return (jnp.zeros((0, 0), q.dtype),) * 3
     if method == "analytic":
         return _derivatives("rnea")(model, q, qd, qdd)
     dq, dv = state_jacobians(lambda qq, vv: rnea(model, qq, vv, qdd), model, q, qd)
@@ -381,6 +383,8 @@ def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
     or "autodiff" (reverse mode through :func:`aba`)."""
     model, (q, qd, tau) = _prepare(model, q=q, qd=qd, tau=tau)
     _check_method(method)
+    if model.nv == 0:
+        return (jnp.zeros((0, 0), q.dtype),) * 3
     if method == "analytic":
         return _derivatives("aba")(model, q, qd, tau)
     dq, dv = state_jacobians(lambda qq, vv: aba(model, qq, vv, tau), model, q, qd)

@@ -267,6 +267,11 @@ def test_empty_tree_loads_and_runs(tmp_path):
     assert jaxdyn.aba(m, z, z, z).shape == (0,) and jaxdyn.crba(m, z).shape == (0, 0)
     np.testing.assert_allclose(jaxdyn.frame_pose(m, z, "rotor")[1], [0.2, 0, 0])
     assert jaxdyn.rollout(m, z, z, None, steps=2).q.shape == (3, 0)
+    for fn in (jaxdyn.aba_derivatives, jaxdyn.rnea_derivatives):
+        for method in ("analytic", "autodiff"):
+            assert [d.shape for d in fn(m, z, z, z, method=method)] == [(0, 0)] * 3, (fn.__name__, method)
+        Z = np.zeros((5, 0))
+        assert [d.shape for d in jax.vmap(fn, (None, 0, 0, 0))(m, Z, Z, Z)] == [(5, 0, 0)] * 3, fn.__name__
 
 
 def test_singular_tree_is_nan_other_trees_exact():
