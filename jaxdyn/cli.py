@@ -100,7 +100,7 @@ def _setup(args) -> _Setup:
     import numpy as np
 
     import jaxdyn
-    from .apps.common import output_dir
+    from .apps.common import output_dir, require_joints
     from .config import load_config, sim_steps
     from .errors import ConfigError
     from .model.configuration import normalized_or_raise
@@ -122,6 +122,7 @@ def _setup(args) -> _Setup:
     built = _robot(cfg["robot"]["name"])
     closed, q_closed = built if isinstance(built, tuple) else (None, None)
     model = closed.model if closed is not None else built
+    require_joints(model, cfg["robot"]["name"])
     sim, ctl = cfg["simulation"], cfg["control"]
     init = cfg.get("initial", {})
     q_default = q_closed if closed is not None else np.asarray(jaxdyn.neutral(model))

@@ -550,6 +550,26 @@ def test_zero_quaternion_is_named(tmp_path, capsys, cmd, section, key):
     assert not (tmp_path / "o").exists()                # nothing written
 
 
+@pytest.mark.parametrize("cmd", ["simulate", "identify", "trajopt"])
+def test_robot_without_joints_is_named(tmp_path, capsys, cmd):
+    """A robot whose joints are all fixed (nq = nv = 0, example-robot-data's quadrotor_base.urdf)
+    crashed `simulate` with a traceback after the run; now each tool exits 2 before it writes
+    anything, naming the robot."""
+    from jaxdyn.cli import main
+    urdf = tmp_path / "quad.urdf"
+    urdf.write_text('<robot name="quad"><link name="base"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" '
+                    'ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link></robot>')
+    text = f'[robot]\nname = "urdf:{urdf}"\n'
+    if cmd == "trajopt":
+        text += "[problem]\nT = 0.4\ndt = 0.05\nq_final = []\n"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text)
+    assert main([cmd, str(cfg), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "robot 'quad' has no degrees of freedom" in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()
+
+
 def _data(path, rows, nv=6, extra=None, encoding="utf-8", bom=False):
     cols = [f"{p}{i + 1}" for p in ("q", "qd", "qdd", "tau") for i in range(nv)] + (extra or [])
     text = ",".join(cols) + "\n" + "\n".join(",".join(f"{v:g}" for v in r) for r in rows) + "\n"

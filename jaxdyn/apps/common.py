@@ -55,8 +55,17 @@ def start(args, load):
     jax.config.update("jax_enable_x64", True)
     cfg = load(args.config)
     robot = robot_by_name(cfg["robot"]["name"])
+    require_joints(robot[0].model if isinstance(robot, tuple) else robot, cfg["robot"]["name"])
     args.out_dir = output_dir(args.out, cfg["name"])
     return cfg, args.out_dir, robot
+
+
+def require_joints(model, name):
+    """Raise ConfigError when the robot ``name`` (its tree ``model``) has no degrees of freedom
+    (every joint fixed, as in example-robot-data's quadrotor_base.urdf): nothing moves."""
+    if model.nv == 0:
+        raise ConfigError(f"robot.name {name!r}: robot {model.name!r} has no degrees of freedom "
+                          "(every joint is fixed): nothing to simulate, identify or optimize")
 
 
 def optax_promotion():
