@@ -137,13 +137,15 @@ def run_members(core, layout, B, in_batched, args, chunk):
         for x, k in zip(xs, kinds):
             if k == "b" and x is not None:
                 moved = moved | jnp.any(jnp.broadcast_to(x[..., outside, :], (len(idx), len(outside), 6)) != 0, (1, 2))
+        bad = bad.at[idx].set(moved)
+        if model.nv == 0:               # a member without joints: every dof of its lanes is inactive
+            continue
         mine = [x[..., dofs[k]] if k in ("q", "v") and x is not None else
                 x[..., u, :] if k == "b" and x is not None else x for x, k in zip(xs, kinds)]
         res = run_batch(core, len(idx), (tmap(lambda _: True, model), *in_batched[1:]), (model, *mine), chunk)
         v = dofs["v"]
         out = tmap(lambda y, r: y.at[(idx[:, None], v) if y.ndim == 2 else (idx[:, None, None], v[:, None], v)].set(r),
                    out, res)
-        bad = bad.at[idx].set(moved)
     return tmap(lambda y: jnp.where(bad.reshape((B,) + (1,) * (y.ndim - 1)), jnp.nan, y), out)
 
 

@@ -251,6 +251,25 @@ def test_stack_per_member_runs_the_members_trees():
         jax.vmap(jaxdyn.crba)(jax.tree_util.tree_map(lambda a: a[:2], per), Q[:2])
 
 
+def test_stack_per_member_with_a_member_without_joints(tmp_path):
+    """A member whose joints are all fixed (nq = nv = 0) in a per-member stack: its lanes get
+    the union stack's numbers (every dof inactive), the other member's lanes its own."""
+    urdf = tmp_path / "quad.urdf"
+    urdf.write_text('<robot name="quad"><link name="base"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" '
+                    'ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link></robot>')
+    ms = [jaxdyn.robots.puma560(), jaxdyn.load_urdf(str(urdf))]
+    lanes = [1, 0, 1]
+    union, per = jaxdyn.stack(ms).lanes(lanes), jaxdyn.stack(ms, per_member=True).lanes(lanes)
+    q = jnp.linspace(-1.0, 1.0, 6)
+    Q = jnp.stack([per.q(j, q if j == 0 else jnp.zeros(0)) for j in lanes])
+    V, T = jnp.ones((3, per.nv)), jnp.full((3, per.nv), 2.0)
+    f = jax.jit(jax.vmap(lambda m, q, v, t: {k: g(m, q, v, t) for k, g in ENTRY.items()}))
+    got, ref = f(per, Q, V, T), f(union, Q, V, T)
+    for k in ENTRY:
+        jax.tree_util.tree_map(lambda g, r: close(g, r, 1e-10, err=k), got[k], ref[k])
+    close(per.member_v(0, got["aba"][1]), jaxdyn.aba(ms[0], q, per.member_v(0, V[1]), per.member_v(0, T[1])), 1e-12)
+
+
 def test_stack_lanes_and_rollout():
     """``lanes`` repeats members (a 4096-lane batch of a few robots is st.lanes(...)); a rollout
     vmapped over the lanes equals each member's own rollout."""
