@@ -59,6 +59,23 @@ GOOD = """<robot name="r">
 </robot>"""
 
 
+def test_urdf_axis_not_of_unit_length_is_normalized_as_pinocchio(tmp_path):
+    """An axis like "1 1 0" means its direction: normalized with a warning naming the joint,
+    and the model equals Pinocchio's (which normalizes it too)."""
+    text = GOOD.replace('xyz="0 0 1"', 'xyz="1 1 0"').replace(
+        "</robot>", '<link name="l2"><inertial><origin xyz="0.2 0 0.1"/><mass value="2"/><inertia ixx="0.1" ixy="0" '
+        'ixz="0" iyy="0.2" iyz="0" izz="0.3"/></inertial></link><joint name="j2" type="prismatic"><parent link="l1"/>'
+        '<child link="l2"/><origin xyz="0.3 0 0"/><axis xyz="0 0 -2"/><limit lower="-1" upper="1" effort="1" '
+        'velocity="1"/></joint></robot>')
+    path = write(tmp_path, text)
+    with pytest.warns(UserWarning, match=r"joint 'j1'/axis: axis \[1.0, 1.0, 0.0\] is not a unit vector"):
+        m = jaxdyn.load_urdf(path)
+    pin = pytest.importorskip("pinocchio")
+    pm = pin.buildModelFromUrdf(path)
+    q, v, tau = np.array([0.4, -0.3]), np.array([1.0, -2.0]), np.array([0.5, 3.0])
+    np.testing.assert_allclose(jaxdyn.aba(m, q, v, tau), pin.aba(pm, pm.createData(), q, v, tau), rtol=1e-12, atol=1e-12)
+
+
 def test_urdf_errors_name_file_and_element(tmp_path):
     assert jaxdyn.load_urdf(write(tmp_path, GOOD)).nb == 1
     with pytest.raises(URDFError, match=r"bad\.urdf: not valid XML"):
@@ -74,8 +91,8 @@ def test_urdf_errors_name_file_and_element(tmp_path):
         jaxdyn.load_urdf(write(tmp_path, cyc))
     with pytest.raises(URDFError, match=r"r\.urdf: link 'l1'/inertial/mass: attribute value='heavy' is not numeric"):
         jaxdyn.load_urdf(write(tmp_path, GOOD.replace('mass value="1"', 'mass value="heavy"')))
-    with pytest.raises(URDFError, match=r"joint 'j1'/axis"):
-        jaxdyn.load_urdf(write(tmp_path, GOOD.replace('xyz="0 0 1"', 'xyz="0 0 3"')))
+    with pytest.raises(URDFError, match=r"joint 'j1'/axis: axis \[0.0, 0.0, 0.0\] has no direction"):
+        jaxdyn.load_urdf(write(tmp_path, GOOD.replace('xyz="0 0 1"', 'xyz="0 0 0"')))
     with pytest.raises(URDFError, match=r"link 'l1'.*negative mass"):
         jaxdyn.load_urdf(write(tmp_path, GOOD.replace('mass value="1"', 'mass value="-1"')))
     with pytest.raises(URDFError, match="no such file"):

@@ -9,7 +9,8 @@ The root link's inertia is dropped for a fixed base (it is attached to the world
 
 Decisions on incomplete or unusual data (each as Pinocchio, warned where data is dropped):
 a revolute / prismatic joint without <limit> gets infinite limits (urdfdom would reject it);
-<mimic> is ignored with a warning (independent dof); an incomplete <inertial> is read as
+<mimic> is ignored with a warning (independent dof); a joint axis that is not a unit vector is
+normalized with a warning (a zero axis is an error); an incomplete <inertial> is read as
 urdfdom reads it (see ``_inertial``); a link mass above ``MAX_MASS`` is an error; a robot whose
 joints are all fixed loads as an empty tree (nb = nq = nv = 0) with its frames.  The walk is
 iterative and linear in the number of links (no recursion limit).
@@ -132,8 +133,11 @@ def _joint_data(ctx, el, where, typ):
     damping and Coulomb friction from ``<dynamics>``, 0 where absent)."""
     ax = ctx.floats(el.find("axis"), "xyz", 3, where + "/axis", (1, 0, 0))
     n = np.linalg.norm(ax)
-    if n == 0 or abs(n - 1) > 1e-3:
-        raise ctx.err(where + "/axis", f"axis {ax.tolist()} must be a unit vector")
+    if not n > 0:
+        raise ctx.err(where + "/axis", f"axis {ax.tolist()} has no direction")
+    if abs(n - 1) > 1e-3:
+        warnings.warn(f"{ctx.path}: {where}/axis: axis {ax.tolist()} is not a unit vector; it is normalized "
+                      "(as Pinocchio's buildModelFromUrdf does)", stacklevel=3)
     lim = el.find("limit")
     lo = hi = None
     if typ in ("revolute", "prismatic") and lim is not None:
