@@ -101,7 +101,7 @@ def _setup(args) -> _Setup:
 
     import jaxdyn
     from .apps.common import output_dir, require_joints
-    from .config import load_config, sim_steps
+    from .config import check_method, load_config, sim_steps
     from .errors import ConfigError
     from .model.configuration import normalized_or_raise
 
@@ -123,6 +123,7 @@ def _setup(args) -> _Setup:
     closed, q_closed = built if isinstance(built, tuple) else (None, None)
     model = closed.model if closed is not None else built
     require_joints(model, cfg["robot"]["name"])
+    check_method(cfg, closed is not None)       # again: a file's equalities are known once it is loaded
     sim, ctl = cfg["simulation"], cfg["control"]
     init = cfg.get("initial", {})
     q_default = q_closed if closed is not None else np.asarray(jaxdyn.neutral(model))

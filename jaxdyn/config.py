@@ -134,16 +134,8 @@ def validate(raw: dict, name: str) -> dict:
     if ratio > MAX_STEPS:
         raise ConfigError(f"{name}: simulation.T / simulation.dt = {ratio:.3g} samples; at most {MAX_STEPS} "
                           "are allowed (lengthen dt or shorten T)")
-    from .batching import methods
-    from .io.mechanisms import MECHANISMS, STRUCTURED
-    rname = cfg["robot"]["name"]
-    closed = rname in MECHANISMS
-    allowed = (("schur", "kkt", "aba") + (("rccfd", "lilly_orin") if rname in STRUCTURED else ())) if closed \
-        else methods()
-    if s["method"] not in allowed:
-        why = (f" ('rccfd' and 'lilly_orin' need chains on one reference member: {sorted(STRUCTURED)}; "
-               f"{rname!r} is a general loop closure)") if closed and s["method"] in ("rccfd", "lilly_orin") else ""
-        raise ConfigError(f"{name}: simulation.method must be one of {list(allowed)}, got {s['method']!r}{why}")
+    from .io.mechanisms import MECHANISMS
+    check_method(cfg, cfg["robot"]["name"] in MECHANISMS)
     if "stabilization" in s and (len(s["stabilization"]) != 2 or min(s["stabilization"]) < 0):
         raise ConfigError(f"{name}: simulation.stabilization must be [alpha, beta] >= 0 (Baumgarte gains), "
                           f"got {s['stabilization']!r}")
@@ -155,3 +147,19 @@ def validate(raw: dict, name: str) -> dict:
         raise ConfigError(f"{name}: control.q_final is required for control.type = "
                           f"{cfg['control']['type']!r}")
     return cfg
+
+
+def check_method(cfg, closed):
+    """Raise ConfigError unless ``simulation.method`` can run the config's robot: any forward
+    dynamics method for a tree; for a ``closed`` robot (a mechanism, or an MJCF file with
+    equalities) "schur", "kkt" or "aba", and "rccfd" / "lilly_orin" on the chain-structured
+    mechanisms."""
+    from .batching import methods
+    from .io.mechanisms import STRUCTURED
+    name, rname, method = cfg["name"], cfg["robot"]["name"], cfg["simulation"]["method"]
+    allowed = (("schur", "kkt", "aba") + (("rccfd", "lilly_orin") if rname in STRUCTURED else ())) if closed \
+        else methods()
+    if method not in allowed:
+        why = (f" ('rccfd' and 'lilly_orin' need chains on one reference member: {sorted(STRUCTURED)}; "
+               f"{rname!r} is a general loop closure)") if closed and method in ("rccfd", "lilly_orin") else ""
+        raise ConfigError(f"{name}: simulation.method must be one of {list(allowed)}, got {method!r}{why}")

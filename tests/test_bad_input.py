@@ -1,4 +1,7 @@
 """Bad input raises a named exception that names the offending item."""
+import os
+import re
+
 import jax
 import numpy as np
 import pytest
@@ -585,6 +588,28 @@ def test_robot_without_joints_is_named(tmp_path, capsys, cmd):
     err = capsys.readouterr().err
     assert "robot 'quad' has no degrees of freedom" in err and "Traceback" not in err, err
     assert not (tmp_path / "o").exists()
+
+
+def test_mjcf_with_equalities_runs_as_a_closed_chain_in_the_tools(tmp_path, capsys):
+    """An MJCF file with connect / weld equalities loads as a closed chain: the tools used to
+    take the ClosedModel for a tree and crash (AttributeError); now simulate projects its
+    initial state onto the constraints (this file's loops cannot close: named), refuses the
+    tree-only methods, and identify asks for an open chain."""
+    from jaxdyn.cli import main
+    xml = os.path.join(os.path.dirname(__file__), "data", "mjcf_equalities.xml")
+    cases = [("simulate", "", r"closed chain 'equalities' is not assembled after projection"),
+             ("simulate", 'method = "udut"\n', r"simulation\.method must be one of \['schur', 'kkt', 'aba'\], got 'udut'"),
+             ("identify", None, r"identify needs an open-chain robot")]
+    for cmd, method, match in cases:
+        text = f'[robot]\nname = "mjcf:{xml}"\n'
+        if method is not None:
+            text += "[simulation]\nT = 0.05\ndt = 0.01\n" + method
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(text)
+        assert main([cmd, str(cfg), "--out", str(tmp_path / "o")]) == 2, (cmd, method)
+        err = capsys.readouterr().err
+        assert re.search(match, err) and "Traceback" not in err, err
+        assert not (tmp_path / "o").exists()
 
 
 def _data(path, rows, nv=6, extra=None, encoding="utf-8", bom=False):

@@ -1,6 +1,8 @@
 """Robots by name, as configs and the command line spell them."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ConfigError
 
 BUILTIN = ("puma560", "stanford_arm", "planar3", "double_pendulum")
@@ -42,7 +44,9 @@ def _erd(name):
 def robot_by_name(name):
     """A built-in robot ("puma560", "stanford_arm", "planar3", "double_pendulum"), a closed
     mechanism of :data:`jaxdyn.mechanisms.MECHANISMS` (returned as (ClosedModel, q0)), or
-    "urdf:PATH", "mjcf:PATH" (:func:`jaxdyn.load_mjcf`: a Model, or a ClosedModel), or "erd:NAME" (a URDF of the example-robot-data package: a short name of
+    "urdf:PATH", "mjcf:PATH" (:func:`jaxdyn.load_mjcf`: a Model, or (ClosedModel, q0) for a file
+    with active connect / weld equalities, q0 its tree's neutral configuration, not projected
+    onto the constraints), or "erd:NAME" (a URDF of the example-robot-data package: a short name of
     :data:`ERD_URDFS` or a path under its ``robots`` folder).  Unknown names raise
     :class:`ConfigError` listing the known ones."""
     from . import robots, mechanisms
@@ -50,8 +54,11 @@ def robot_by_name(name):
     if name.startswith("urdf:"):
         return load_urdf(name[5:])
     if name.startswith("mjcf:"):
+        from ..constraints.model import ClosedModel
+        from ..model.configuration import neutral
         from .mjcf import load_mjcf
-        return load_mjcf(name[5:])
+        built = load_mjcf(name[5:])
+        return (built, np.asarray(neutral(built.model))) if isinstance(built, ClosedModel) else built
     if name.startswith("erd:"):
         return load_urdf(_erd(name[4:]))
     if name in mechanisms.MECHANISMS:
