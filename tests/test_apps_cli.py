@@ -303,10 +303,10 @@ def test_second_run_loads_every_program_from_the_persistent_cache(tmp_path):
         assert logs[0].count("Persistent compilation cache hit") == 0, tool
 
 
-_FOURBAR = """<mujoco model="fourbar"><worldbody>
-  <body name="crank"><joint name="j1" type="hinge" axis="0 1 0"/>
+_FOURBAR = """<mujoco model="fourbar"><compiler angle="radian"/><worldbody>
+  <body name="crank"><joint name="j1" type="hinge" axis="0 1 0" ref="0.3"/>
     <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02" mass="1"/>
-    <body name="coupler" pos="0.2 0 0"><joint name="j2" type="hinge" axis="0 1 0"/>
+    <body name="coupler" pos="0.2 0 0"><joint name="j2" type="hinge" axis="0 1 0" ref="-0.3"/>
       <geom type="capsule" fromto="0 0 0 0 0 0.4" size="0.02" mass="1"/><site name="tip" pos="0 0 0.4"/></body></body>
   <body name="rocker" pos="0.5 0 0"><joint name="j3" type="hinge" axis="0 1 0"/>
     <geom type="capsule" fromto="0 0 0 -0.3 0 0.4" size="0.02" mass="1"/><site name="rtip" pos="-0.3 0 0.4"/></body>
@@ -314,9 +314,10 @@ _FOURBAR = """<mujoco model="fourbar"><worldbody>
 
 
 def test_simulate_mjcf_four_bar_with_a_connect_equality(tmp_path):
-    """A four-bar written in MJCF (its loop a connect equality, closed at the neutral pose)
-    falls under gravity as a closed chain: the loop stays closed and the energy is conserved
-    (zero torque, no damping), each to 1e-6 over 0.2 s of RKF45."""
+    """A four-bar written in MJCF (its loop a connect equality) starts from the pose the file
+    describes, MuJoCo's qpos0 (the joints' ``ref``: q = (0.3, -0.3, 0), where the loop is closed;
+    at q = 0 it is open), and falls under gravity as a closed chain: the loop stays closed and
+    the energy is conserved (zero torque, no damping), each to 1e-6 over 0.2 s of RKF45."""
     xml = tmp_path / "fourbar.xml"
     xml.write_text(_FOURBAR)
     cfg = tmp_path / "c.toml"
@@ -327,4 +328,5 @@ def test_simulate_mjcf_four_bar_with_a_connect_equality(tmp_path):
              for line in summary.splitlines() for k in ("constraints", "energy") if line.startswith(k)}
     assert value["constraints"] < 1e-6 and value["energy"] < 1e-6, summary
     q = np.loadtxt(tmp_path / "o" / "trajectory.csv", delimiter=",", skiprows=1)
+    np.testing.assert_allclose(q[0, 1:4], [0.3, -0.3, 0.0], atol=1e-9)
     assert np.ptp(q[:, 1]) > 0.5, "the four-bar did not move"

@@ -45,8 +45,8 @@ def robot_by_name(name):
     """A built-in robot ("puma560", "stanford_arm", "planar3", "double_pendulum"), a closed
     mechanism of :data:`jaxdyn.mechanisms.MECHANISMS` (returned as (ClosedModel, q0)), or
     "urdf:PATH", "mjcf:PATH" (:func:`jaxdyn.load_mjcf`: a Model, or (ClosedModel, q0) for a file
-    with active connect / weld equalities, q0 its tree's neutral configuration, not projected
-    onto the constraints), or "erd:NAME" (a URDF of the example-robot-data package: a short name of
+    with active connect / weld equalities, q0 MuJoCo's ``qpos0``, the pose the file describes,
+    not projected onto the constraints), or "erd:NAME" (a URDF of the example-robot-data package: a short name of
     :data:`ERD_URDFS` or a path under its ``robots`` folder).  Unknown names raise
     :class:`ConfigError` listing the known ones."""
     from . import robots, mechanisms
@@ -55,10 +55,12 @@ def robot_by_name(name):
         return load_urdf(name[5:])
     if name.startswith("mjcf:"):
         from ..constraints.model import ClosedModel
-        from ..model.configuration import neutral
-        from .mjcf import load_mjcf
+        from .mjcf import compile_mjcf, from_mujoco, load_mjcf
         built = load_mjcf(name[5:])
-        return (built, np.asarray(neutral(built.model))) if isinstance(built, ClosedModel) else built
+        if not isinstance(built, ClosedModel):
+            return built
+        qpos0 = compile_mjcf(name[5:])[0].qpos0          # the pose the file's equalities were written at
+        return built, np.asarray(from_mujoco(built.model, qpos0)[0])
     if name.startswith("erd:"):
         return load_urdf(_erd(name[4:]))
     if name in mechanisms.MECHANISMS:
