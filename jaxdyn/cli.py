@@ -129,8 +129,8 @@ def _setup(args) -> _Setup:
     q_default = q_closed if closed is not None else np.asarray(jaxdyn.neutral(model))
     q0 = np.asarray(init.get("q0", q_default), float)
     qd0 = np.asarray(init.get("qd0", np.zeros(model.nv)), float)
-    if args.robot:
-        q0, qd0 = np.asarray(jaxdyn.neutral(model)), np.zeros(model.nv)
+    if args.robot:              # neutral; a closed MJCF robot: the pose its file describes
+        q0, qd0 = np.asarray(q_default, float), np.zeros(model.nv)
         ctl = {"type": "zero"}
     if q0.shape != (model.nq,) or qd0.shape != (model.nv,):
         raise ConfigError(f"{cfg['name']}: initial.q0 must have {model.nq} and initial.qd0 {model.nv} "

@@ -317,7 +317,8 @@ def test_simulate_mjcf_four_bar_with_a_connect_equality(tmp_path):
     """A four-bar written in MJCF (its loop a connect equality) starts from the pose the file
     describes, MuJoCo's qpos0 (the joints' ``ref``: q = (0.3, -0.3, 0), where the loop is closed;
     at q = 0 it is open), and falls under gravity as a closed chain: the loop stays closed and
-    the energy is conserved (zero torque, no damping), each to 1e-6 over 0.2 s of RKF45."""
+    the energy is conserved (zero torque, no damping), each to 1e-6 over 0.2 s of RKF45; the
+    same with ``--robot`` on a tree config."""
     xml = tmp_path / "fourbar.xml"
     xml.write_text(_FOURBAR)
     cfg = tmp_path / "c.toml"
@@ -330,3 +331,7 @@ def test_simulate_mjcf_four_bar_with_a_connect_equality(tmp_path):
     q = np.loadtxt(tmp_path / "o" / "trajectory.csv", delimiter=",", skiprows=1)
     np.testing.assert_allclose(q[0, 1:4], [0.3, -0.3, 0.0], atol=1e-9)
     assert np.ptp(q[:, 1]) > 0.5, "the four-bar did not move"
+    tree = tmp_path / "tree.toml"                   # --robot on a tree config: the same start
+    tree.write_text('[robot]\nname = "puma560"\n[simulation]\nT = 0.2\ndt = 0.01\n')
+    assert main(["simulate", str(tree), "--robot", f"mjcf:{xml}", "--out", str(tmp_path / "r")]) == 0
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "r" / "trajectory.csv", delimiter=",", skiprows=1), q, atol=1e-12)
