@@ -27,10 +27,10 @@ joint's columns.  Compile time does not grow with the number of bodies.
 Per-body inputs ``xs`` are arrays with a leading axis nb or :class:`PerRun` values (one entry
 per run, leading axis the run's length: quantities whose shape depends on the joint type,
 such as S (n, 6, nv_t)); per-body outputs come back as a :class:`PerRun`.  Every array may
-carry trailing batch axes (a batch-last chunk of states, :mod:`jaxdyn.batching`).
+carry trailing batch axes (a batch-last chunk of states, :mod:`jaxdyn.vmap_rule`).
 
 ``keep``: identity for one state; in a batch-last chunk the batching module's fusion barrier
-(:func:`jaxdyn.batching.barrier`), applied here to what each step reads at the scan index (its
+(:func:`jaxdyn.vmap_rule.barrier`), applied here to what each step reads at the scan index (its
 parent's or its own slot and its inputs) and passed to the step (``step(..., keep=keep)``),
 which applies it to the quantities it computes.  A run of one body is not a loop, and gets
 the identity.

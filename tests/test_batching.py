@@ -14,7 +14,7 @@ import pytest
 
 import jaxdyn
 from jaxdyn.model.model import PARAM_FIELDS
-from jaxdyn import batching
+from jaxdyn import batching, vmap_rule
 from helpers import close, urdf_path
 
 ENTRY = {
@@ -61,7 +61,7 @@ def test_other_backends_run_one_chunk(monkeypatch):
     m = jaxdyn.robots.random_tree(6, 0.5, 2, floating_base=True)
     Q, V, X = states(m, 40)
     ref = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))(m, Q, V, X)
-    monkeypatch.setattr(batching.lax, "platform_dependent", lambda *a, cpu, default: default(*a))
+    monkeypatch.setattr(vmap_rule.lax, "platform_dependent", lambda *a, cpu, default: default(*a))
     jax.clear_caches()
     got = jax.jit(jax.vmap(jaxdyn.aba, (None, 0, 0, 0)))(m, Q, V, X)
     jax.clear_caches()

@@ -6,7 +6,7 @@ pass 2b (bias forces pa and u) and pass 3 (accelerations): :func:`aba_solve`.  T
 one factorization serve many right-hand sides (M^-1, the derivative rule).
 
 Every step is written once, component-first (:mod:`jaxdyn.spatial.linalg`), for one state and
-for a batch-last chunk of states (:mod:`jaxdyn.batching`, which passes a fusion barrier as
+for a batch-last chunk of states (:mod:`jaxdyn.vmap_rule`, which passes a fusion barrier as
 ``keep``).  Steps handle one body of a known joint type (:mod:`jaxdyn.tree`), so S, U, D have
 exactly that joint's nv columns.
 

@@ -3,7 +3,7 @@
 Every function indexes vector and matrix *components on the leading axes* and treats any
 trailing axes as a batch, so the same code serves one object (a vector (6,), a matrix
 (6, 6)) and a batch-last chunk (a vector (6, C), a matrix (6, 6, C): C states on the minor
-axis, the layout of :mod:`jaxdyn.batching`).  Products are explicit sums of broadcast
+axis, the layout of :mod:`jaxdyn.vmap_rule`).  Products are explicit sums of broadcast
 multiplies (no ``dot``): XLA fuses them into vectorized loops over the trailing axes, and
 no matrix-product precision setting (e.g. TF32 on a GPU) applies to them.
 """
