@@ -103,6 +103,7 @@ def _setup(args) -> _Setup:
     from .apps.common import output_dir, require_joints
     from .config import check_method, load_config, sim_steps
     from .errors import ConfigError
+    from .io.named import start_configuration
     from .model.configuration import normalized_or_raise
 
     cfg = load_config(args.config)
@@ -113,7 +114,7 @@ def _setup(args) -> _Setup:
              else []) + (["simulation.stabilization applies to closed chains"] if "stabilization" in sim else [])
         if why:
             raise ConfigError(f"--robot {args.robot}: config {cfg['name']!r} is for a closed chain "
-                              f"({'; '.join(why)}); --robot simulates a tree from neutral with zero torque: give "
+                              f"({'; '.join(why)}); --robot simulates a tree with zero torque: give "
                               "a tree config (e.g. puma_freefall) or none")
         cfg["robot"]["name"] = args.robot
         stem = os.path.splitext(os.path.basename(args.robot.split(":", 1)[-1]))[0]
@@ -126,10 +127,10 @@ def _setup(args) -> _Setup:
     check_method(cfg, closed is not None)       # again: a file's equalities are known once it is loaded
     sim, ctl = cfg["simulation"], cfg["control"]
     init = cfg.get("initial", {})
-    q_default = q_closed if closed is not None else np.asarray(jaxdyn.neutral(model))
+    q_default = q_closed if closed is not None else start_configuration(cfg["robot"]["name"], model)
     q0 = np.asarray(init.get("q0", q_default), float)
     qd0 = np.asarray(init.get("qd0", np.zeros(model.nv)), float)
-    if args.robot:              # neutral; a closed MJCF robot: the pose its file describes
+    if args.robot:              # neutral; an MJCF robot: the pose its file describes
         q0, qd0 = np.asarray(q_default, float), np.zeros(model.nv)
         ctl = {"type": "zero"}
     if q0.shape != (model.nq,) or qd0.shape != (model.nv,):
@@ -252,8 +253,8 @@ def main(argv=None):
                    help=f"TOML file or built-in name: {', '.join(builtin_configs('simulate'))}")
     s.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
     s.add_argument("--batch", type=_positive_int, default=1, help="simulate N perturbed copies at once (vmap)")
-    s.add_argument("--robot", default=None, help="urdf:PATH or erd:NAME to simulate any URDF (zero torque, neutral "
-                   "start; output folder named after config and robot)")
+    s.add_argument("--robot", default=None, help="urdf:PATH, erd:NAME or mjcf:PATH to simulate any URDF or MJCF file (zero "
+                   "torque from neutral, an MJCF file from its qpos0; output folder named after config and robot)")
     for cmd, hlp in (("trajopt", "optimize a trajectory (default: PUMA point-to-point minimum effort)"),
                      ("identify", "identify link inertias (default: PUMA, simulated noisy data)")):
         a = sub.add_parser(cmd, help=hlp)

@@ -335,3 +335,48 @@ def test_simulate_mjcf_four_bar_with_a_connect_equality(tmp_path):
     tree.write_text('[robot]\nname = "puma560"\n[simulation]\nT = 0.2\ndt = 0.01\n')
     assert main(["simulate", str(tree), "--robot", f"mjcf:{xml}", "--out", str(tmp_path / "r")]) == 0
     np.testing.assert_allclose(np.loadtxt(tmp_path / "r" / "trajectory.csv", delimiter=",", skiprows=1), q, atol=1e-12)
+
+
+_TREE_MJCF = """<mujoco><compiler angle="radian"/><worldbody>
+  <body name="base" pos="0.1 -0.2 0.75" quat="0.9238795 0 0.3826834 0"><freejoint name="root"/>
+    <geom type="box" size="0.1 0.1 0.05" mass="2"/>
+    <body name="arm" pos="0.1 0 0"><joint name="elbow" type="hinge" axis="0 1 0" ref="0.4"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5"/></body></body>
+</worldbody></mujoco>"""
+_PENDULUM_MJCF = """<mujoco><compiler angle="radian"/><worldbody><body name="link">
+  <joint name="hinge" type="hinge" axis="0 1 0" ref="0.4"/>
+  <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02" mass="0.5"/></body></worldbody></mujoco>"""
+
+
+def test_mjcf_tree_starts_from_the_pose_its_file_describes(tmp_path):
+    """An MJCF robot without ``initial.q0`` starts where MuJoCo's ``mj_resetData`` puts it:
+    ``qpos0`` (a free body where the XML places it, a hinge at its ``ref``), not at
+    ``jaxdyn.neutral`` (the torso at the world origin): the first sample's bodies are where
+    MuJoCo's ``mj_kinematics`` puts them at qpos0, with ``simulate`` from a config, with
+    ``--robot`` and as ``trajopt``'s default q0."""
+    mujoco = pytest.importorskip("mujoco")
+    xml = tmp_path / "tree.xml"
+    xml.write_text(_TREE_MJCF)
+    mj = mujoco.MjModel.from_xml_path(str(xml))
+    d = mujoco.MjData(mj)
+    mujoco.mj_kinematics(mj, d)                       # MjData starts at qpos0
+    model = jaxdyn.load_mjcf(str(xml))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[robot]\nname = "mjcf:{xml}"\n[simulation]\nT = 0.02\ndt = 0.01\n')
+    tree = tmp_path / "tree.toml"
+    tree.write_text('[robot]\nname = "puma560"\n[simulation]\nT = 0.02\ndt = 0.01\n')
+    for args in ([str(cfg)], [str(tree), "--robot", f"mjcf:{xml}"]):
+        out = tmp_path / f"o{len(args)}"
+        assert main(["simulate", *args, "--out", str(out)]) == 0
+        q0 = np.loadtxt(out / "trajectory.csv", delimiter=",", skiprows=1)[0, 1:1 + model.nq]
+        for body in ("base", "arm"):
+            R, p = jaxdyn.frame_pose(model, q0, model.frame_id(body))
+            np.testing.assert_allclose(p, d.body(body).xpos, atol=1e-9, err_msg=f"{args}: {body}")
+            np.testing.assert_allclose(R, d.body(body).xmat.reshape(3, 3), atol=1e-9, err_msg=f"{args}: {body}")
+    pend = tmp_path / "pendulum.xml"
+    pend.write_text(_PENDULUM_MJCF)
+    cfg.write_text(f'[robot]\nname = "mjcf:{pend}"\n[problem]\nT = 0.4\ndt = 0.05\nq_final = [0.6]\n'
+                   '[optimizer]\niterations = 2\nrounds = 1\n')
+    assert main(["trajopt", str(cfg), "--out", str(tmp_path / "t")]) == 0
+    q = np.loadtxt(tmp_path / "t" / "trajectory.csv", delimiter=",", skiprows=1)
+    np.testing.assert_allclose(q[0, 1], 0.4, atol=1e-12)

@@ -3,8 +3,8 @@
 Config (TOML; built-in ``trajopt_puma_p2p`` is the default)::
 
     [robot]      name = "puma560" | "double_pendulum" | ... | "urdf:PATH"
-    [problem]    T, dt, q_final, qd_final (zeros), q0, qd0 (neutral, zeros), tau_limit (the model's
-                 effort limits, +inf entries unlimited; none if the model has none),
+    [problem]    T, dt, q_final, qd_final (zeros), q0, qd0 (neutral, an MJCF robot its qpos0; zeros),
+                 tau_limit (the model's effort limits, +inf entries unlimited; none if the model has none),
                  stepper ("rk4"), parametrization ("acceleration"), terminal ("constraint" |
                  "penalty"), terminal_weight (1e4, penalty only), target_joints (indices of q the
                  terminal condition constrains; all by default; q_final then lists only those),
@@ -195,6 +195,7 @@ def run(args) -> int:
     import numpy as np
 
     import jaxdyn
+    from ..io.named import start_configuration
     from ..model.configuration import normalized_or_raise
     from . import trajopt as to
 
@@ -203,7 +204,7 @@ def run(args) -> int:
     model = closed.model if closed is not None else built
     p, o = cfg["problem"], cfg["optimizer"]
     nq, nv = model.nq, model.nv
-    q0 = _vec(cfg, "problem", "q0", nq, q_closed if closed is not None else np.asarray(jaxdyn.neutral(model)))
+    q0 = _vec(cfg, "problem", "q0", nq, q_closed if closed is not None else start_configuration(cfg["robot"]["name"], model))
     qd0 = _vec(cfg, "problem", "qd0", nv, np.zeros(nv))
     tj = np.asarray(p.get("target_joints", np.arange(nv)), float)
     if tj.size == 0 or np.any(tj != np.round(tj)) or np.any(tj < 0) or np.any(tj >= nv) or nq != nv and "target_joints" in p:

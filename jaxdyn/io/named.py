@@ -55,12 +55,11 @@ def robot_by_name(name):
         return load_urdf(name[5:])
     if name.startswith("mjcf:"):
         from ..constraints.model import ClosedModel
-        from .mjcf import compile_mjcf, from_mujoco, load_mjcf
+        from .mjcf import load_mjcf
         built = load_mjcf(name[5:])
         if not isinstance(built, ClosedModel):
             return built
-        qpos0 = compile_mjcf(name[5:])[0].qpos0          # the pose the file's equalities were written at
-        return built, np.asarray(from_mujoco(built.model, qpos0)[0])
+        return built, start_configuration(name, built.model)    # the pose its equalities were written at
     if name.startswith("erd:"):
         return load_urdf(_erd(name[4:]))
     if name in mechanisms.MECHANISMS:
@@ -69,6 +68,18 @@ def robot_by_name(name):
         raise ConfigError(f"robot.name {name!r} unknown; use one of "
                           f"{sorted(BUILTIN) + sorted(mechanisms.MECHANISMS)}, urdf:PATH, mjcf:PATH or erd:NAME")
     return getattr(robots, name)()
+
+
+def start_configuration(name, model):
+    """The configuration (nq,) the tools start robot ``name`` from when a config gives none:
+    for "mjcf:PATH" MuJoCo's ``qpos0``, the pose the file describes (hinge and slide ``ref``,
+    free bodies where the XML puts them; what ``mj_resetData`` sets), else
+    :func:`jaxdyn.neutral`.  ``model``: the loaded tree (``ClosedModel.model``)."""
+    if name.startswith("mjcf:"):
+        from .mjcf import compile_mjcf, from_mujoco
+        return np.asarray(from_mujoco(model, compile_mjcf(name[5:])[0].qpos0)[0])
+    from ..model.configuration import neutral
+    return np.asarray(neutral(model))
 
 
 def model_file(name):
