@@ -253,8 +253,9 @@ def main(argv=None):
                    help=f"TOML file or built-in name: {', '.join(builtin_configs('simulate'))}")
     s.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
     s.add_argument("--batch", type=_positive_int, default=1, help="simulate N perturbed copies at once (vmap)")
-    s.add_argument("--robot", default=None, help="urdf:PATH, erd:NAME or mjcf:PATH to simulate any URDF or MJCF file (zero "
-                   "torque from neutral, an MJCF file from its qpos0; output folder named after config and robot)")
+    s.add_argument("--robot", default=None, help="urdf:PATH, erd:NAME or mjcf:PATH to simulate any URDF or MJCF "
+                   "file (zero torque from neutral, an MJCF file from its qpos0; output folder named after "
+                   "config and robot)")
     for cmd, hlp in (("trajopt", "optimize a trajectory (default: PUMA point-to-point minimum effort)"),
                      ("identify", "identify link inertias (default: PUMA, simulated noisy data)")):
         a = sub.add_parser(cmd, help=hlp)

@@ -204,7 +204,8 @@ def run(args) -> int:
     model = closed.model if closed is not None else built
     p, o = cfg["problem"], cfg["optimizer"]
     nq, nv = model.nq, model.nv
-    q0 = _vec(cfg, "problem", "q0", nq, q_closed if closed is not None else start_configuration(cfg["robot"]["name"], model))
+    q_default = q_closed if closed is not None else start_configuration(cfg["robot"]["name"], model)
+    q0 = _vec(cfg, "problem", "q0", nq, q_default)
     qd0 = _vec(cfg, "problem", "qd0", nv, np.zeros(nv))
     tj = np.asarray(p.get("target_joints", np.arange(nv)), float)
     if tj.size == 0 or np.any(tj != np.round(tj)) or np.any(tj < 0) or np.any(tj >= nv) or nq != nv and "target_joints" in p:
