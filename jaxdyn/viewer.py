@@ -12,7 +12,10 @@ and for a :class:`~jaxdyn.ClosedModel` the contact frames of its constraints (RG
 line between the two frames of a constraint).  Several robots play side by side, each shifted
 along the scene's horizontal axis: a list of models, or a :class:`jaxdyn.Stack` with the
 trajectory of its lanes (a vmapped rollout), shown lane by lane in each member's own layout.  Controls: play / pause (space), time slider, speed, orbit
-(drag) and zoom (wheel); ``animation.html#t=1.5&paused`` opens paused at t = 1.5 s.
+(drag) and zoom (wheel); ``animation.html#t=1.5&paused`` opens paused at t = 1.5 s.  The camera
+looks at the middle of the whole trajectory, or, when every robot travels more than
+:data:`FOLLOW` times its own size (a floating base in free fall, a walk), follows the mean of
+their body origins over a ground grid fixed in the world at the trajectory's lowest point.
 
 The page embeds, per robot and per sample, the world pose of every body frame: ``scene(...)``
 returns that data (``robots[k]["poses"][n]`` = [p (3), R row-major (9)] per body, R body ->
@@ -32,6 +35,9 @@ import numpy as np
 
 MAX_SAMPLES = 1500
 """Samples embedded per robot by default (a longer trajectory is strided)."""
+FOLLOW = 3.0
+"""The camera follows the robots' body origins when the trajectory of every robot spans more than
+this many times the robot's own size (its largest extent at one sample)."""
 
 
 def _as_arrays(traj, t):
@@ -149,7 +155,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
     if len(visuals) != len(models):
         raise ValueError(f"animate: {len(models)} models but {len(visuals)} entries of visuals")
     names = list(names) if names is not None else None
-    robots, lo, hi = [], [], []
+    robots, lo, hi, own = [], [], [], []
     for k, (model, traj) in enumerate(zip(models, trajs)):
         tree = getattr(model, "model", model)
         tk, Q = _as_arrays(traj, t)
@@ -187,9 +193,13 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
                                                                             np.asarray(tree.com, float))], 1)
         lo.append(pts.reshape(-1, 3).min(0) if tree.nb else np.zeros(3))
         hi.append(pts.reshape(-1, 3).max(0) if tree.nb else np.zeros(3))
+        own.append(max(float(np.max(pts.max(1) - pts.min(1))), 0.2) if tree.nb else 0.2)
     g = np.asarray(getattr(models[0], "model", models[0]).gravity, float)
     up = -g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else np.array([0.0, 0.0, 1.0])
     sizes = [max(float(np.max(h - lw)), 0.2) for lw, h in zip(lo, hi)]
+    follow = all(s > FOLLOW * o for s, o in zip(sizes, own))     # every robot travels far (a fall, a walk)
+    if follow:
+        sizes = own
     across = np.cross(up, [1.0, 0, 0]) if abs(up[0]) < 0.9 else np.cross(up, [0, 1.0, 0])
     across /= np.linalg.norm(across)
     spacing = 1.5 * max(sizes)
@@ -204,8 +214,9 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
     center = np.mean(centers, 0)
     low = max(float(np.dot(up, center - (lo[k] + np.asarray(robots[k]["offset"])))) for k in range(len(robots)))
     extent = max(0.5 * spacing * len(robots), max(sizes))
+    floor = min(float(np.dot(up, lw + np.asarray(r["offset"]))) for lw, r in zip(lo, robots))
     return dict(robots=robots, up=up.tolist(), center=center.tolist(), extent=extent, low=low,
-                radius=0.025 * max(sizes))
+                radius=0.025 * max(sizes), follow=bool(follow), floor=floor)
 
 
 def animate(models, trajs, path, t=None, title=None, names=None, max_samples=MAX_SAMPLES, visuals=None) -> str:

@@ -27,6 +27,8 @@ def pages(tmp_path_factory):
     free = jaxdyn.robots.random_tree(5, seed=3, joint_types=("revolute", "spherical"), floating_base=True)
     qf = jaxdyn.random_configuration(free, jax.random.PRNGKey(0))
     trf = jaxdyn.rollout(free, qf, jnp.ones(free.nv), None, 0.01, 100)
+    # thrown: 30 m/s along the root body's x, so it travels ~30 m, about 10 times its own size
+    thrown = jaxdyn.rollout(free, qf, jnp.ones(free.nv).at[:3].set(jnp.array([30.0, 0.0, 0.0])), None, 0.01, 100)
     one = viewer.animate(puma, tr, d / "puma.html")
     many = viewer.animate([puma, cm, free], [tr, tr4, trf], d / "three.html", max_samples=60)
     # a Stack and its lanes' trajectory in the union's layout (as a vmapped rollout returns it)
@@ -36,8 +38,9 @@ def pages(tmp_path_factory):
     lanes = jaxdyn.integrators.Trajectory(jnp.stack([trf.t] * 3), Q, jnp.zeros(Q.shape[:2] + (st.nv,)),
                                           jnp.zeros(Q.shape[:2] + (st.nv,)), 100, 0, True)
     stacked = viewer.animate(st, lanes, d / "stack.html")
+    far = viewer.animate(free, thrown, d / "far.html")
     out = dict(one=(one, [puma], [tr]), many=(many, [puma, cm, free], [tr, tr4, trf]),
-               stack=(stacked, [free, puma, free], [trf, tr_p, trf]))
+               stack=(stacked, [free, puma, free], [trf, tr_p, trf]), far=(far, [free], [thrown]))
     from jaxdyn.io.named import ERD_URDFS, example_robot_data_dir
     if example_robot_data_dir() is not None:     # a URDF robot drawn with its meshes
         path = os.path.join(example_robot_data_dir(), ERD_URDFS["ur5"])
@@ -136,6 +139,26 @@ def test_chromium_draws_a_moving_robot(pages, page, tmp_path):
     assert colours > 50, colours
     changed = np.mean(np.any(np.abs(a[view] - b[view]) > 0.1, axis=-1))
     assert changed > 0.002, changed
+
+
+def test_camera_follows_a_robot_that_travels_far(pages, tmp_path):
+    """A floating robot thrown 30 m: the camera follows it (``follow``; the robots
+    that stay in place keep the fixed camera), so at the first and the last sample alike the
+    robot fills the middle of the picture at its own scale, instead of a dot in a box 30 m
+    wide."""
+    path, (free,), (thrown,) = pages["far"]
+    sc = viewer.read_scene(path)
+    assert sc["follow"] and not any(viewer.read_scene(pages[k][0])["follow"] for k in ("one", "many", "stack"))
+    p = np.asarray(sc["robots"][0]["poses"]).reshape(len(sc["robots"][0]["t"]), free.nb, 12)[:, :, :3]
+    own = max(np.ptp(p[k], 0).max() for k in range(len(p)))        # the robot's size at one sample
+    assert np.ptp(p.reshape(-1, 3), 0).max() > 10 * own              # it travels far
+    assert sc["extent"] < 2 * max(own, 0.2) + 0.5, (sc["extent"], own)
+    for t in (0.0, sc["robots"][0]["t"][-1]):
+        img = _png(tmp_path, f"file://{path}#t={t:.6f}&paused", "f.png")
+        h, w = img.shape[0] - 60, img.shape[1]                      # the canvas, not the control bar
+        middle = img[h // 4:3 * h // 4, w // 4:3 * w // 4]
+        drawn = np.mean(np.any(np.abs(middle - middle[0, 0]) > 0.1, axis=-1))
+        assert drawn > 0.02, (t, drawn)
 
 
 def test_view_command_rebuilds_a_run(tmp_path, monkeypatch, capsys):
