@@ -155,7 +155,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
     if len(visuals) != len(models):
         raise ValueError(f"animate: {len(models)} models but {len(visuals)} entries of visuals")
     names = list(names) if names is not None else None
-    robots, lo, hi, own = [], [], [], []
+    robots, lo, hi, own, clouds = [], [], [], [], []
     for k, (model, traj) in enumerate(zip(models, trajs)):
         tree = getattr(model, "model", model)
         tk, Q = _as_arrays(traj, t)
@@ -194,6 +194,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
         lo.append(pts.reshape(-1, 3).min(0) if tree.nb else np.zeros(3))
         hi.append(pts.reshape(-1, 3).max(0) if tree.nb else np.zeros(3))
         own.append(max(float(np.max(pts.max(1) - pts.min(1))), 0.2) if tree.nb else 0.2)
+        clouds.append(pts.reshape(-1, 3) if tree.nb else np.zeros((1, 3)))
     g = np.asarray(getattr(models[0], "model", models[0]).gravity, float)
     up = -g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else np.array([0.0, 0.0, 1.0])
     sizes = [max(float(np.max(h - lw)), 0.2) for lw, h in zip(lo, hi)]
@@ -214,7 +215,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
     center = np.mean(centers, 0)
     low = max(float(np.dot(up, center - (lo[k] + np.asarray(robots[k]["offset"])))) for k in range(len(robots)))
     extent = max(0.5 * spacing * len(robots), max(sizes))
-    floor = min(float(np.dot(up, lw + np.asarray(r["offset"]))) for lw, r in zip(lo, robots))
+    floor = min(float(np.min((c + np.asarray(r["offset"])) @ up)) for c, r in zip(clouds, robots))
     return dict(robots=robots, up=up.tolist(), center=center.tolist(), extent=extent, low=low,
                 radius=0.025 * max(sizes), follow=bool(follow), floor=floor)
 
