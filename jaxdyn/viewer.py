@@ -155,7 +155,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
     if len(visuals) != len(models):
         raise ValueError(f"animate: {len(models)} models but {len(visuals)} entries of visuals")
     names = list(names) if names is not None else None
-    robots, lo, hi, own, clouds = [], [], [], [], []
+    robots, own, clouds = [], [], []
     for k, (model, traj) in enumerate(zip(models, trajs)):
         tree = getattr(model, "model", model)
         tk, Q = _as_arrays(traj, t)
@@ -191,10 +191,9 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
         # bounds: body origins and COMs over the trajectory
         pts = np.concatenate([p[:, :tree.nb], p[:, :tree.nb] + np.einsum("nbij,bj->nbi", R[:, :tree.nb],
                                                                             np.asarray(tree.com, float))], 1)
-        lo.append(pts.reshape(-1, 3).min(0) if tree.nb else np.zeros(3))
-        hi.append(pts.reshape(-1, 3).max(0) if tree.nb else np.zeros(3))
-        own.append(max(float(np.max(pts.max(1) - pts.min(1))), 0.2) if tree.nb else 0.2)
         clouds.append(pts.reshape(-1, 3) if tree.nb else np.zeros((1, 3)))
+        own.append(max(float(np.max(pts.max(1) - pts.min(1))), 0.2) if tree.nb else 0.2)
+    lo, hi = [c.min(0) for c in clouds], [c.max(0) for c in clouds]
     g = np.asarray(getattr(models[0], "model", models[0]).gravity, float)
     up = -g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else np.array([0.0, 0.0, 1.0])
     sizes = [max(float(np.max(h - lw)), 0.2) for lw, h in zip(lo, hi)]
