@@ -265,7 +265,7 @@ def main(argv=None):
     v = sub.add_parser("view", help="write the animation (one HTML file) of a run folder or a trajectory.csv")
     v.add_argument("path", help="a run folder (with trajectory.csv and summary.txt) or a trajectory CSV")
     v.add_argument("--robot", default=None, help="the robot (built-in name, urdf:PATH, erd:NAME, mjcf:PATH); "
-                   "default: the robot of the config named in the run's summary.txt")
+                   "default: the robot named in the run's summary.txt")
     v.add_argument("--out", default=None, help="the HTML file (default: animation.html beside the CSV)")
     started = time.perf_counter()
     args = p.parse_args(argv)

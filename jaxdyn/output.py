@@ -261,7 +261,9 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         e_line = (f"energy balance {bal:.3e} (max |E - E0 - W| / max(kinetic, |potential - start|, |W|) energy, W the "
                   "work of the torques and joint damping by the trapezoid rule on the samples: O(dt^2) of the "
                   "sampling, not only the integrator)")
+    from .io.named import absolute_name
     lines = [f"config        {cfg['name']}", f"robot         {model.name} (nq={model.nq}, nv={model.nv})",
+             f"robot source  {absolute_name(cfg['robot']['name'])}",
              f"integrator    {cfg['simulation']['integrator']}  dt={cfg['simulation']['dt']}  T={t[-1]:.3f} s",
              f"samples       {len(t)}", f"internal steps accepted {accepted}, rejected {rejected}",
              e_line,

@@ -380,3 +380,4 @@ def test_mjcf_tree_starts_from_the_pose_its_file_describes(tmp_path):
     assert main(["trajopt", str(cfg), "--out", str(tmp_path / "t")]) == 0
     q = np.loadtxt(tmp_path / "t" / "trajectory.csv", delimiter=",", skiprows=1)
     np.testing.assert_allclose(q[0, 1], 0.4, atol=1e-12)
+    assert main(["view", str(tmp_path / "t"), "--out", str(tmp_path / "t.html")]) == 0   # the robot its summary names

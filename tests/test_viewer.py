@@ -173,10 +173,30 @@ def test_view_command_rebuilds_a_run(tmp_path, monkeypatch, capsys):
         main(["view"])
     assert main(["view", "run", "--robot", "planar3"]) == 0
     assert viewer.read_scene(tmp_path / "run" / "animation.html")["robots"][0]["poses"] == first["robots"][0]["poses"]
-    # the robot from the config named in summary.txt needs that config: here a file in the cwd
+    assert main(["view", "run"]) == 0                             # the robot named in summary.txt
+    assert viewer.read_scene(tmp_path / "run" / "animation.html")["robots"][0]["poses"] == first["robots"][0]["poses"]
+    # a summary without its "robot source" line (an older run): the robot of the config named on
+    # its first line, which needs that config (here a file in the cwd, not found by its name)
+    summary = tmp_path / "run" / "summary.txt"
+    summary.write_text("".join(x for x in summary.read_text().splitlines(True) if not x.startswith("robot source")))
     assert main(["view", "run"]) == 2 and "pass --robot" in capsys.readouterr().err
     assert main(["view", "run", "--robot", "puma560"]) == 2      # nq 6 vs the CSV's 3 columns
     assert "is it the run's robot" in capsys.readouterr().err
+    # simulate --robot with a relative path, viewed from another folder
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "arm.urdf").write_text(
+        '<robot name="arm"><link name="base"/><link name="l1"><inertial><origin xyz="0 0.1 0"/><mass value="1"/>'
+        '<inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>'
+        '<joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="1 0 0"/>'
+        '<limit lower="-3" upper="3" effort="10" velocity="5"/></joint></robot>')
+    assert main(["simulate", str(cfg), "--robot", "urdf:m/arm.urdf", "--out", "run2"]) == 0
+    first = viewer.read_scene(tmp_path / "run2" / "animation.html")
+    (tmp_path / "run2" / "animation.html").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["view", str(tmp_path / "run2")]) == 0
+    again = viewer.read_scene(tmp_path / "run2" / "animation.html")
+    assert again["robots"][0]["poses"] == first["robots"][0]["poses"] and len(first["robots"][0]["t"]) == 21
 
 
 def test_a_failed_rollout_is_shown_up_to_its_last_finite_sample(tmp_path):

@@ -304,7 +304,9 @@ def run(args) -> int:
     rep = to.replay(prob, jnp.asarray(U), REPLAY_SUBSTEPS, model=closed if closed is not None else model)
     rep_q, rep_v = miss(np.asarray(rep.q[-1]), np.asarray(rep.qd[-1]))
     wall = time.time() - t_wall
+    from ..io.named import absolute_name
     lines = [f"config: {name}", f"robot: {model.name} (nq={nq}, nv={nv})",
+             f"robot source: {absolute_name(cfg['robot']['name'])}",
              f"horizon: T = {steps * dt:g} s, {steps} steps, dt = {dt:g} s, stepper {p['stepper']}",
              f"optimizer: {o['name']}, {o['shooting']} shooting, {len(hist)} iterations, multistart {K}"
              + (f" (best start {best})" if K > 1 else ""),

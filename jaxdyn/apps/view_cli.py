@@ -2,8 +2,10 @@
 ``trajectory.csv`` (columns t, q1..qn, ...), written as one HTML file (:mod:`jaxdyn.viewer`).
 
 The robot is ``--robot`` (a built-in name, ``urdf:PATH``, ``erd:NAME``, ``mjcf:PATH``), else the
-``robot.name`` of the config named on the first line of the run's ``summary.txt`` (a built-in
-config, or a TOML path from the working folder).  The HTML goes to ``--out``, else
+``robot source`` line of the run's ``summary.txt`` (what ``simulate`` and ``trajopt`` ran: the
+config's ``robot.name`` or ``simulate --robot``, file paths made absolute), else, for a
+summary without that line, the ``robot.name`` of the config named on its first line (a
+built-in config, or a TOML path from the working folder).  The HTML goes to ``--out``, else
 ``animation.html`` beside the CSV (an existing one is replaced, and the command says so).
 """
 from __future__ import annotations
@@ -19,7 +21,11 @@ def _robot_from_summary(run_dir):
     if not os.path.exists(path):
         raise ArgumentError(f"{run_dir}: no summary.txt naming the config; pass --robot")
     with open(path, encoding="utf-8", errors="replace") as fh:
-        first = fh.readline()
+        lines = fh.read().splitlines()
+    for line in lines:
+        if line.startswith("robot source"):
+            return line[len("robot source"):].lstrip(" :").strip()
+    first = lines[0] if lines else ""
     if not first.startswith("config"):
         raise ArgumentError(f"{path}: the first line does not name a config; pass --robot")
     name = first[len("config"):].lstrip(" :").strip()

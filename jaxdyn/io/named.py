@@ -1,6 +1,8 @@
 """Robots by name, as configs and the command line spell them."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..errors import ConfigError
@@ -80,6 +82,15 @@ def start_configuration(name, model):
         return np.asarray(from_mujoco(model, compile_mjcf(name[5:])[0].qpos0)[0])
     from ..model.configuration import neutral
     return np.asarray(neutral(model))
+
+
+def absolute_name(name):
+    """The robot name with the path of "urdf:PATH" or "mjcf:PATH" made absolute (other names
+    as they are): a name that still finds the robot from another working folder, as the run
+    summaries record it for ``jaxdyn view``."""
+    if name.startswith(("urdf:", "mjcf:")):
+        return name[:5] + os.path.abspath(name[5:])
+    return name
 
 
 def model_file(name):
