@@ -20,7 +20,9 @@ joint's columns.  Compile time does not grow with the number of bodies.
   x_i)`` with ``val[world] = init``.
 * ``backward_sweep(step, model, init, xs)``: for i = nb-1..0, ``acc_i`` is ``init[i]`` plus what
   the children of i sent; ``to_parent, y_i = step(acc_i, x_i)`` and ``acc[parent_i] +=
-  to_parent`` (entry nb of the returned accumulators is the world's sum).
+  to_parent`` (entry nb of the returned accumulators is the world's sum).  ``init`` may be a
+  function of a body's inputs, ``init(x_i)``, computed where the step reads x_i: no (nb, ...)
+  array of initial values is stored (a body's 6 x 6 inertia from its 10 parameters, per lane).
 * ``backward_sweep_with_parent`` / ``forward_sweep_with_siblings``: variants whose step also
   sees the parent's running accumulator (Yamane-Nakamura's sequential elimination).
 
@@ -216,7 +218,8 @@ def backward_sweep(step, model: Model, init, xs, keep=same):
 
     Args:
       step: ``(acc_i, x_i, keep=...) -> (to_parent, y_i)``.
-      init: per-body initial accumulators (leading axis nb).
+      init: per-body initial accumulators (leading axis nb), or a function ``init(x_i)`` of
+        one body's inputs giving its initial accumulator.
       xs: per-body inputs (leading axis nb, or :class:`PerRun`).
     Returns:
       (acc, ys): final accumulators with leading axis nb + 1 (slot nb = what the roots sent),
@@ -287,6 +290,12 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
     With ``with_parent`` every link goes through the K accumulators (the roots' through the
     world's), where the step sees its parent's running sum."""
     nb = model.nb
+    init_of = init if callable(init) else None                 # init(x_i), computed in the step's reads
+    if init_of is not None:
+        body0 = jax.eval_shape(lambda: init_of(_read(_of_run(xs, 0, model.runs[0]), 0)))
+        init = tmap(lambda a: jax.ShapeDtypeStruct((nb,) + a.shape, a.dtype), body0)
+        if with_parent:
+            raise ValueError("backward_sweep_with_parent needs per-body initial accumulators, not a function")
     parent = _parents(model)
     direct, outer = (np.zeros(nb, bool), np.zeros(nb, bool)) if with_parent else _chain_links(model)
     slot = ~direct & ~outer
@@ -301,7 +310,10 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
     for j in reversed(range(len(model.runs))):
         run = model.runs[j]
         sl = slice(run.start, run.stop)
-        mine = tmap(lambda a, b: a[sl] + b[sl], init, sent) if outer[run.stop:].any() else _of_run(init, j, run)
+        if init_of is not None:
+            mine = tmap(lambda b: b[sl], sent) if outer[run.stop:].any() else None
+        else:
+            mine = tmap(lambda a, b: a[sl] + b[sl], init, sent) if outer[run.stop:].any() else _of_run(init, j, run)
         plan = tuple(jnp.asarray(a[sl]) for a in (own, has, to, first, after))
         target = np.where(parent[sl] >= 0, parent[sl], nb)
         dests = np.unique(target[outer[sl]])            # the parents outside the run: one carried sum each
@@ -314,7 +326,10 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
             own, has, to, first, after = plan
 
             def reads():               # init[i] + what i's children sent; the same for the parent so far
-                acc = _read(mine, k)
+                xk = _read(x, k)
+                acc = init_of(xk) if init_of is not None else _read(mine, k)
+                if init_of is not None and mine is not None:
+                    acc = tmap(jnp.add, acc, _read(mine, k))
                 if prev is not None:
                     acc = tmap(lambda a, b: a + jnp.where(after[k], b, zero(b)), acc, prev)
                 for s_, h in enumerate(held or ()):
@@ -324,7 +339,7 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
                     accp = _read(padded, p)
                     for s_, h in enumerate(held):
                         accp = tmap(lambda a, b: a + jnp.where(~first[k] & (to[k] == s_), b, zero(b)), accp, h)
-                return acc, accp, _read(x, k)
+                return acc, accp, xk
             acc, accp, x = keep(reads)
             to_parent, y = step(acc, accp, x, keep=keep)
             to_parent = tmap(lambda a, v: v.astype(a.dtype), zero_body, to_parent)

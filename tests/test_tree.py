@@ -2,7 +2,8 @@
 forests whose bodies change joint type along the sweep (several runs), and on forests of
 chains (legs on a base: every body's parent is the body before it, an earlier run's body or
 the world), whose links go through the scans' carries and the runs' outputs: a step that
-sends its accumulator to its parent sums each body's subtree; the variant that also sees the
+sends its accumulator to its parent sums each body's subtree (its initial values given as
+an array or as a function of each body's input); the variant that also sees the
 parent's running accumulator sees the parent's own value plus the subtrees of the siblings
 visited before (higher index); a forward step that adds its input to its parent's value sums
 each body's path to the root; the accumulators of a chain share one slot."""
@@ -63,6 +64,11 @@ def test_sweeps_sum_subtrees_paths_and_earlier_siblings(nb, seed, build):
     np.testing.assert_allclose(acc[:nb], sub, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ys.bodies(), sub, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(acc[nb], sub[parent < 0].sum(0), rtol=1e-12, atol=1e-12)
+    # the initial accumulators as a function of each body's input, formed where the step reads it
+    acc, ys = backward_sweep(lambda a, x, keep: (a, a), m, lambda x: 2 * x, jnp.asarray(w))
+    np.testing.assert_allclose(acc[:nb], 2 * sub, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ys.bodies(), 2 * sub, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(acc[nb], 2 * sub[parent < 0].sum(0), rtol=1e-12, atol=1e-12)
 
     vals, ys = forward_sweep(lambda v, x, keep: (v + x, v), m, jnp.ones((3, 2)), jnp.asarray(w))
     np.testing.assert_allclose(vals[:nb], path_sums(parent, w) + 1.0, rtol=1e-12, atol=1e-12)

@@ -111,8 +111,8 @@ def _regressor(model, q, qd, qdd, terms):
     dt = jnp.result_type(qd)
 
     def tau(pi):
-        I6 = jax.vmap(lambda p: sp.inertia.to_matrix(sp.inertia.from_vector(p)))(pi.reshape(model.nb, 10))
-        return rnea_passes(model, q, qd, qdd, inertias=I6)[0] - model.armature * qdd
+        inertias = jax.vmap(sp.inertia.from_vector)(pi.reshape(model.nb, 10))
+        return rnea_passes(model, q, qd, qdd, inertias=inertias)[0] - model.armature * qdd
 
     Yi = jax.jacrev(tau)(jnp.zeros(10 * model.nb, dt))
     if not terms:

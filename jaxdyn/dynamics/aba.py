@@ -27,26 +27,27 @@ from jax.custom_derivatives import SymbolicZero
 from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model
+from ..model.parameters import body_inertias
 from ..spatial.linalg import eye_like, mm, mv, tr
 from ..tree import PerRun, backward_sweep, forward_sweep, per_run, same
-from .common import (body_inertia_matrices, external_forces, gravity_acceleration, moving_jvp,
+from .common import (external_forces, gravity_acceleration, inertia_init, moving_jvp,
                      spd_inverse_components)
 from .rnea import rnea_passes
 
 
 def velocity_step(v_p, x, keep=same):
     """Pass 1: v = Xup v_parent + S qd;  c = v x (S qd);  pA = v x* (I v) - f_ext.
-    x = (E, r, S, qd (nv,), I (6, 6), f_ext (6,)).  Returns (v, (c, pA))."""
-    E, r, S, qd, I6, fx = x
+    x = (E, r, S, qd (nv,), I (:class:`jaxdyn.spatial.Inertia`), f_ext (6,)).  Returns (v, (c, pA))."""
+    E, r, S, qd, I, fx = x
     vJ = mv(S, qd)
     v = keep(sp.apply_motion(sp.Transform(E, r), v_p) + vJ)
-    return v, (sp.cross_motion(v, vJ), sp.cross_force(v, keep(mv(I6, v))) - fx)
+    return v, (sp.cross_motion(v, vJ), sp.cross_force(v, keep(mv(sp.inertia.to_matrix(I), v))) - fx)
 
 
 def inertia_step(IA, x, keep=same):
     """Pass 2: U = IA S;  D = S^T U + armature;  Ia = IA - U D^-1 U^T;  the parent receives
-    Xup^T Ia Xup.  x = (E, r, S, armature (nv,)).  Returns (Xup^T Ia Xup, (U, D^-1, U D^-1, Ia))."""
-    E, r, S, arm = x
+    Xup^T Ia Xup.  x = (E, r, S, armature (nv,), ...).  Returns (Xup^T Ia Xup, (U, D^-1, U D^-1, Ia))."""
+    E, r, S, arm = x[:4]
     U = keep(mm(IA, S))
     D = mm(tr(S), U) + arm[:, None] * eye_like(S.shape[1], U)
     Dinv = keep(spd_inverse_components(D))
@@ -88,10 +89,10 @@ class ABAFactor(NamedTuple):
 
 def aba_factor(model: Model, Xup, S, keep=same) -> ABAFactor:
     """Articulated inertias and joint-space pivots (pass 2) from the joint transforms."""
-    I6 = body_inertia_matrices(model)
-    I6 = jnp.broadcast_to(I6, I6.shape[:3] + jnp.broadcast_shapes(I6.shape[3:], *(r.shape[2:] for r in Xup.r)))
-    IA, (U, Dinv, UDinv, Ia) = backward_sweep(inertia_step, model, I6,
-                                              (Xup.E, Xup.r, S, per_run(model, model.armature)), keep)
+    I = body_inertias(model)
+    bs = jnp.broadcast_shapes(I.m.shape[1:], *(r.shape[2:] for r in Xup.r))
+    IA, (U, Dinv, UDinv, Ia) = backward_sweep(inertia_step, model, inertia_init(I, bs),
+                                              (Xup.E, Xup.r, S, per_run(model, model.armature), I), keep)
     return ABAFactor(Xup, S, U, Dinv, UDinv, Ia, IA[:-1])
 
 
@@ -103,7 +104,7 @@ def velocity_terms(model: Model, Xup, S, qd, fx=None, keep=same):
     v0 = jnp.zeros((6,) + bs, qd.dtype)
     fx = jnp.zeros((model.nb, 6) + bs, qd.dtype) if fx is None else fx
     _, ys = forward_sweep(velocity_step, model, v0,
-                          (Xup.E, Xup.r, S, per_run(model, qd), body_inertia_matrices(model), fx), keep)
+                          (Xup.E, Xup.r, S, per_run(model, qd), body_inertias(model), fx), keep)
     return ys
 
 
@@ -121,9 +122,9 @@ def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0, keep=same):
 
 def articulated_step(acc, x, keep=same):
     """Pass 2 and 2b of one body together (what :func:`aba_passes` runs): ``acc`` = (IA, pA),
-    x = (E, r, S, armature, c, tau).  Returns ((Xup^T Ia Xup, Xup^T pa), (U, D^-1, u))."""
+    x = (E, r, S, armature, c, tau, ...).  Returns ((Xup^T Ia Xup, Xup^T pa), (U, D^-1, u))."""
     IA, pA = acc
-    E, r, S, arm, c, tau = x
+    E, r, S, arm, c, tau = x[:6]
     IAp, (U, Dinv, UDinv, Ia) = inertia_step(IA, (E, r, S, arm), keep)
     pAp, u = bias_step(pA, (E, r, S, UDinv, Ia, c, tau), keep)
     return (IAp, pAp), (U, Dinv, u)
@@ -142,10 +143,10 @@ def aba_passes(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="
     c, pA = velocity_terms(model, Xup, S, qd, fx, keep)
     a0 = gravity_acceleration(model, gravity)
     a0 = jnp.broadcast_to(a0, (6,) + jnp.broadcast_shapes(a0.shape[1:], q.shape[1:], *(r.shape[2:] for r in Xup.r)))
-    I6 = body_inertia_matrices(model)
-    I6 = jnp.broadcast_to(I6, I6.shape[:3] + a0.shape[1:])
-    _, (U, Dinv, u) = backward_sweep(articulated_step, model, (I6, pA.bodies()),
-                                     (Xup.E, Xup.r, S, per_run(model, model.armature), c, per_run(model, tau)), keep)
+    own = inertia_init(body_inertias(model), a0.shape[1:])        # IA_i starts at I_i, pA_i at pass 1's
+    _, (U, Dinv, u) = backward_sweep(articulated_step, model, lambda x: (own(x), x[6]),
+                                     (Xup.E, Xup.r, S, per_run(model, model.armature), c, per_run(model, tau),
+                                      pA, body_inertias(model)), keep)
     _, qdd = forward_sweep(acceleration_step, model, a0,
                            (Xup.E, Xup.r, S, U, Dinv, u, c), keep)
     return qdd.dofs()

@@ -14,15 +14,21 @@ from ..model.parameters import body_inertias
 
 def body_inertia_matrices(model: Model):
     """Dense 6x6 spatial inertias (nb, 6, 6, ...) (trailing axes: a model per lane), about
-    each body's origin: [[Ibar, [h]x], [[h]x^T, m 1]]
-    (:func:`jaxdyn.model.parameters.body_inertias`).  Written with component stacks and
-    broadcasts only (no transposed copies of per-lane parameters)."""
-    m, h, Ibar = body_inertias(model)
-    eye = jnp.eye(3, dtype=m.dtype).reshape((1, 3, 3) + (1,) * (m.ndim - 1))
-    z = jnp.zeros_like(h[:, 0])
-    hx = jnp.stack([jnp.stack([z, -h[:, 2], h[:, 1]], 1), jnp.stack([h[:, 2], z, -h[:, 0]], 1),
-                    jnp.stack([-h[:, 1], h[:, 0], z], 1)], 1)
-    return jnp.concatenate([jnp.concatenate([Ibar, hx], 2), jnp.concatenate([-hx, m[:, None, None] * eye], 2)], 1)
+    each body's origin: [[Ibar, [h]x], [[h]x^T, m 1]] (:func:`jaxdyn.spatial.inertia.to_matrix`
+    of :func:`jaxdyn.model.parameters.body_inertias`)."""
+    return jax.vmap(sp.inertia.to_matrix)(body_inertias(model))
+
+
+def inertia_init(I, bs):
+    """The ``init`` of a backward sweep whose accumulators start at each body's 6 x 6 inertia
+    (ABA's articulated, CRBA's composite inertias): a function of a body's inputs x whose last
+    entry is its compact :class:`jaxdyn.spatial.Inertia`, giving (6, 6) + ``bs`` (trailing batch
+    shape) where the step reads x (:func:`jaxdyn.tree.backward_sweep`), so that no (nb, 6, 6)
+    array of them is stored per lane; for a model without bodies, zeros (0, 6, 6) + ``bs``.
+    ``I``: the compact inertias of every body (:func:`jaxdyn.model.parameters.body_inertias`)."""
+    if I.m.shape[0] == 0:
+        return jnp.zeros((0, 6, 6) + bs, I.m.dtype)
+    return lambda x: jnp.broadcast_to(sp.inertia.to_matrix(x[-1]), (6, 6) + bs)
 
 
 def check_gravity(model: Model, gravity=None):

@@ -23,13 +23,14 @@ from ..kinematics.bodies import dof_columns
 from ..model.model import Model
 from ..spatial.linalg import mm
 from ..tree import PerRun, backward_sweep, same
-from .common import body_inertia_matrices
+from ..model.parameters import body_inertias
+from .common import inertia_init
 
 
 def composite_step(IC, x, keep=same):
     """IC_i is complete when body i is reached; its parent receives Xup^T IC_i Xup.
-    x = (E, r).  Returns (Xup^T IC Xup, IC)."""
-    E, r = x
+    x = (E, r, ...).  Returns (Xup^T IC Xup, IC)."""
+    E, r = x[:2]
     return sp.translate_congruence(r, keep(sp.rotate_congruence(E, IC))), IC
 
 
@@ -84,9 +85,9 @@ def mass_matrix_from(model: Model, J, W, dof_axis=0):
 def crba_passes(model: Model, q, keep=same):
     """M (nv, nv, ...) of one state or a batch-last chunk q (nq, ...)."""
     Xup, S = joint_transforms(model, q, keep)
-    I6 = body_inertia_matrices(model)
-    I6 = jnp.broadcast_to(I6, I6.shape[:3] + jnp.broadcast_shapes(I6.shape[3:], *(r.shape[2:] for r in Xup.r)))
-    _, IC = backward_sweep(composite_step, model, I6, (Xup.E, Xup.r), keep)
+    I = body_inertias(model)
+    bs = jnp.broadcast_shapes(I.m.shape[1:], *(r.shape[2:] for r in Xup.r))
+    _, IC = backward_sweep(composite_step, model, inertia_init(I, bs), (Xup.E, Xup.r, I), keep)
     F = PerRun(jax.vmap(mm)(ic, s) for ic, s in zip(IC, S))                 # IC_i S_i per body (n, 6, nv_t)
     Xr = root_transforms(model, Xup)
     W = dof_columns(model, Xr, F, force=True)

@@ -12,14 +12,17 @@ from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
 from ..spatial.linalg import mv, tr
 from ..tree import backward_sweep, forward_sweep, per_run, same
-from .common import body_inertia_matrices, external_forces, gravity_acceleration
+from ..model.parameters import body_inertias
+from .common import external_forces, gravity_acceleration
 
 
 def forward_step(parent, x, keep=same):
     """Pass 1: v = Xup v_p + S qd;  a = Xup a_p + S qdd + v x S qd;  f = I a + v x* I v - f_ext.
-    parent = (v_p, a_p); x = (E, r, S, qd, qdd, I, f_ext).  Returns ((v, a), f)."""
+    parent = (v_p, a_p); x = (E, r, S, qd, qdd, I (:class:`jaxdyn.spatial.Inertia`), f_ext).
+    Returns ((v, a), f)."""
     v_p, a_p = parent
-    E, r, S, qd, qdd, I6, fx = x
+    E, r, S, qd, qdd, I, fx = x
+    I6 = sp.inertia.to_matrix(I)
     X = sp.Transform(E, r)
     vJ = keep(mv(S, qd))
     v = keep(sp.apply_motion(X, v_p) + vJ)
@@ -37,8 +40,9 @@ def rnea_passes(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame=
                 inertias=None):
     """tau (nv, ...) (with armature * qdd) and the joint forces f (nb + 1, 6, ...) (body frames,
     angular-first; slot nb: what the roots exert on the world) of one state or a batch-last
-    chunk.  ``inertias``: 6x6 spatial inertias (nb, 6, 6) replacing the model's; RNEA is
-    linear in them (the inertial-parameter regressor differentiates this)."""
+    chunk.  ``inertias``: spatial inertias (a :class:`jaxdyn.spatial.Inertia` of leading axis
+    nb) replacing the model's; RNEA is linear in them (the inertial-parameter regressor
+    differentiates this)."""
     Xup, S = joint_transforms(model, q, keep)
     bs = jnp.broadcast_shapes(q.shape[1:], qd.shape[1:], *(r.shape[2:] for r in Xup.r))
     dt = q.dtype
@@ -46,11 +50,11 @@ def rnea_passes(model: Model, q, qd, qdd, f_ext=None, gravity=None, f_ext_frame=
     if f_ext is not None:
         X0 = world_transforms(model, Xup) if f_ext_frame == "world" else None
         fx = fx + external_forces(model, f_ext, f_ext_frame, X0)
-    I6 = body_inertia_matrices(model) if inertias is None else inertias
+    I = body_inertias(model) if inertias is None else inertias
     a0 = gravity_acceleration(model, gravity)
     init = (jnp.zeros((6,) + bs, dt), jnp.broadcast_to(a0, (6,) + jnp.broadcast_shapes(bs, a0.shape[1:])))
     _, f = forward_sweep(forward_step, model, init,
-                         (Xup.E, Xup.r, S, per_run(model, qd), per_run(model, qdd), I6, fx), keep)
+                         (Xup.E, Xup.r, S, per_run(model, qd), per_run(model, qdd), I, fx), keep)
     fj, tau = backward_sweep(backward_step, model, f.bodies() if model.nb else fx,
                              (Xup.E, Xup.r, S), keep)
     tau = tau.dofs() if model.nv else jnp.zeros_like(qdd)

@@ -41,9 +41,13 @@ def to_mcI(I: Inertia):
 
 
 def to_matrix(I: Inertia):
-    """The 6x6 spatial inertia matrix (angular-first): [[Ibar, h x], [(h x)^T, m 1]]."""
-    hx = skew(I.h)
-    return jnp.block([[I.Ibar, hx], [hx.T, I.m * jnp.eye(3, dtype=I.h.dtype)]])
+    """The 6x6 spatial inertia matrix (angular-first): [[Ibar, h x], [(h x)^T, m 1]] (6, 6, ...).
+    Component-first (:mod:`jaxdyn.spatial.linalg`): m (...), h (3, ...), Ibar (3, 3, ...)."""
+    m, h = I.m, I.h
+    z = jnp.zeros_like(h[0])
+    hx = jnp.stack([jnp.stack([z, -h[2], h[1]]), jnp.stack([h[2], z, -h[0]]), jnp.stack([-h[1], h[0], z])])
+    mI = jnp.expand_dims(m, (0, 1)) * jnp.eye(3, dtype=h.dtype).reshape((3, 3) + (1,) * jnp.ndim(m))
+    return jnp.concatenate([jnp.concatenate([I.Ibar, hx], 1), jnp.concatenate([-hx, mI], 1)], 0)
 
 
 def apply(I: Inertia, v):
