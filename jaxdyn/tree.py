@@ -22,7 +22,7 @@ joint's columns.  Compile time does not grow with the number of bodies.
   the children of i sent; ``to_parent, y_i = step(acc_i, x_i)`` and ``acc[parent_i] +=
   to_parent`` (entry nb of the returned accumulators is the world's sum).  ``init`` may be a
   function of a body's inputs, ``init(x_i)``, computed where the step reads x_i: no (nb, ...)
-  array of initial values is stored (a body's 6 x 6 inertia from its 10 parameters, per lane).
+  array of initial values is stored (a body's 6 x 6 inertia from its compact inertia, per lane).
 * ``backward_sweep_with_parent`` / ``forward_sweep_with_siblings``: variants whose step also
   sees the parent's running accumulator (Yamane-Nakamura's sequential elimination).
 

@@ -21,9 +21,9 @@ from .. import spatial as sp
 from ..kinematics import joint_transforms, root_transforms
 from ..kinematics.bodies import dof_columns
 from ..model.model import Model
+from ..model.parameters import body_inertias
 from ..spatial.linalg import mm
 from ..tree import PerRun, backward_sweep, same
-from ..model.parameters import body_inertias
 from .common import inertia_init
 
 

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 from .. import spatial as sp
 from ..kinematics import joint_transforms, world_transforms
 from ..model.model import Model, check_state
+from ..model.parameters import body_inertias
 from ..spatial.linalg import mv, tr
 from ..tree import backward_sweep, forward_sweep, per_run, same
-from ..model.parameters import body_inertias
 from .common import external_forces, gravity_acceleration
 
 
