@@ -292,10 +292,10 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
     nb = model.nb
     init_of = init if callable(init) else None                 # init(x_i), computed in the step's reads
     if init_of is not None:
-        body0 = jax.eval_shape(lambda: init_of(_read(_of_run(xs, 0, model.runs[0]), 0)))
-        init = tmap(lambda a: jax.ShapeDtypeStruct((nb,) + a.shape, a.dtype), body0)
         if with_parent:
             raise ValueError("backward_sweep_with_parent needs per-body initial accumulators, not a function")
+        body0 = jax.eval_shape(lambda: init_of(_read(_of_run(xs, 0, model.runs[0]), 0)))
+        init = tmap(lambda a: jax.ShapeDtypeStruct((nb,) + a.shape, a.dtype), body0)
     parent = _parents(model)
     direct, outer = (np.zeros(nb, bool), np.zeros(nb, bool)) if with_parent else _chain_links(model)
     slot = ~direct & ~outer

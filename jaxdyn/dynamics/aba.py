@@ -143,10 +143,11 @@ def aba_passes(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="
     c, pA = velocity_terms(model, Xup, S, qd, fx, keep)
     a0 = gravity_acceleration(model, gravity)
     a0 = jnp.broadcast_to(a0, (6,) + jnp.broadcast_shapes(a0.shape[1:], q.shape[1:], *(r.shape[2:] for r in Xup.r)))
-    own = inertia_init(body_inertias(model), a0.shape[1:])        # IA_i starts at I_i, pA_i at pass 1's
+    I = body_inertias(model)
+    own = inertia_init(I, a0.shape[1:])                          # IA_i starts at I_i, pA_i at pass 1's
     _, (U, Dinv, u) = backward_sweep(articulated_step, model, lambda x: (own(x), x[6]),
                                      (Xup.E, Xup.r, S, per_run(model, model.armature), c, per_run(model, tau),
-                                      pA, body_inertias(model)), keep)
+                                      pA, I), keep)
     _, qdd = forward_sweep(acceleration_step, model, a0,
                            (Xup.E, Xup.r, S, U, Dinv, u, c), keep)
     return qdd.dofs()
