@@ -90,3 +90,23 @@ def test_auxiliary_output_is_the_losss_at_the_minimizer_from_the_one_site():
         np.testing.assert_allclose(np.asarray(r), np.asarray(loss(x)[1][0]), rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(float(s), float(jnp.sum(x)), rtol=1e-12)
     assert str(jax.make_jaxpr(lambda x: lbfgs_minimize(loss, x, 5, aux0=aux0))(x0)).count("sinh") == 1
+
+
+def test_minimization_ends_where_its_line_search_cannot_resolve_the_loss():
+    """Rosenbrock from a start whose minimum L-BFGS reaches to rounding (f ~ 1e-30) in under 100
+    steps: its later searches cannot meet the Wolfe conditions (the slope along d is rounding
+    noise), and the first that fails ends the minimization, so 400 allowed steps cost about as
+    many evaluations as the steps taken, not MAX_TRIALS per step left (9967 before); x is the
+    minimum, and the history never increases and ends at the loss of the returned x."""
+    count = [0]
+
+    def loss(x):
+        jax.debug.callback(lambda: count.__setitem__(0, count[0] + 1))
+        return rosen(x)
+
+    x0 = jnp.asarray(np.random.default_rng(0).normal(size=(3, 8)))[0]
+    x, h = jax.jit(lambda x: lbfgs_minimize(loss, x, 400))(x0)
+    h = np.asarray(h)
+    assert count[0] <= 200, count[0]
+    np.testing.assert_allclose(np.asarray(x), np.ones(8), atol=1e-6)
+    assert np.all(np.diff(h) <= 1e-12) and h[-1] == float(rosen(x))

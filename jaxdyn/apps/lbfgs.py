@@ -40,10 +40,8 @@ class Search(NamedTuple):
     g_lo: object          # gradient at lo
     hi: jax.Array         # the other end of the bracket (inf: none yet); may lie below lo
     f_hi: jax.Array
-    last: tuple           # (t, f, g) of the latest finite trial
     done: jax.Array       # the Wolfe conditions hold at t
     a_lo: object = None   # the loss's auxiliary output at lo (None: no aux)
-    a_last: object = None  # ... at the latest finite trial
 
 
 def _vdot(a, b):
@@ -60,7 +58,7 @@ def search_start(f0, g0, d, t0=1.0, a0=None) -> Search:
     s0 = _vdot(g0, d)
     z = jnp.zeros((), jnp.result_type(f0))
     return Search(jnp.asarray(0), jnp.asarray(t0, z.dtype), f0, s0, z, f0, s0, g0, jnp.asarray(jnp.inf, z.dtype),
-                  f0, (z, f0, g0), jnp.asarray(False), a0, a0)
+                  f0, jnp.asarray(False), a0)
 
 
 def search_update(st: Search, f, g, d, aux=None) -> Search:
@@ -90,8 +88,7 @@ def search_update(st: Search, f, g, d, aux=None) -> Search:
     a, b = jnp.minimum(lo, hi), jnp.maximum(lo, hi)
     inner = jnp.clip(inner, a + 0.1 * (b - a), b - 0.1 * (b - a))
     nxt = jnp.where(jnp.isinf(hi), 2.0 * t, inner)
-    last, a_last = tree_where(finite, ((t, f, g), aux), (st.last, st.a_last))
-    return Search(st.k + 1, jnp.where(done, t, nxt), f0, s0, lo, f_lo, s_lo, g_lo, hi, f_hi, last, done, a_lo, a_last)
+    return Search(st.k + 1, jnp.where(done, t, nxt), f0, s0, lo, f_lo, s_lo, g_lo, hi, f_hi, done, a_lo)
 
 
 def search_over(st: Search):
@@ -101,14 +98,13 @@ def search_over(st: Search):
 
 def search_result(st: Search):
     """(t, f, g, ok) of an ended search: the Wolfe step (ok); else the best step satisfying
-    sufficient decrease or, if none did, the latest finite one (as optax's zoom line search)."""
-    t, f, g = tree_where(st.done | (st.lo > 0), (st.lo, st.f_lo, st.g_lo), st.last)
-    return t, f, g, st.done
+    sufficient decrease or, if none did, t = 0 with the start's f0 and g0."""
+    return st.lo, st.f_lo, st.g_lo, st.done
 
 
 def search_aux(st: Search):
     """The loss's auxiliary output at :func:`search_result`'s step."""
-    return tree_where(st.done | (st.lo > 0), st.a_lo, st.a_last)
+    return st.a_lo
 
 
 class _Run(NamedTuple):
@@ -128,13 +124,14 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20, aux0=None):
     start's, then line-search trials (:func:`search_update`); when a search ends the step is
     taken and the next direction computed by ``optax.scale_by_lbfgs(memory_size)`` (the first
     is -g / max(1, |g|); every search's first trial is t = 1).  A direction that is not a
-    descent direction (rounding in the memory) is replaced by -g.  A step whose search did not
-    meet the Wolfe conditions adds no curvature pair to the memory (its s^T y need not be
-    positive, and a negative one makes the next direction ascend): optax gets a zero pair, which
-    its two-loop recursion skips, and scales the next direction's initial Hessian by 1.
-    The loss is evaluated at x0 even when ``steps`` is 0; its value is cast to x0's dtype.
+    descent direction (rounding in the memory) is replaced by -g.  A search that does not meet
+    the Wolfe conditions in MAX_TRIALS trials ends the minimization after its best step (none if
+    no trial decreased the loss): along d the loss is flat to its rounding, where further
+    steps would only spend MAX_TRIALS evaluations each without changing it.  The loss is
+    evaluated at x0 even when ``steps`` is 0; its value is cast to x0's dtype.
 
-    Returns (x, history (steps,) of the loss before each step).  With ``aux0`` (a pytree of
+    Returns (x, history (steps,) of the loss before each step; after an early end, the loss at
+    the returned x).  With ``aux0`` (a pytree of
     arrays of the shapes of the loss's auxiliary output), ``loss`` returns (value, aux) and the
     result is (x, history, aux at x): what a caller needs at the minimizer (e.g. constraint
     values) without evaluating the loss again."""
@@ -158,19 +155,20 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20, aux0=None):
         st = search_update(st, f, g, r.d, a)
         ended = r.started & search_over(st)
         t, f_new, g_new, ok = search_result(st)
+        stop = ended & ~ok                            # flat to rounding along d: the last step
         x_new = _axpy(t, r.d, r.x)
         # the point the next direction starts from: x0 (first evaluation) or the step's end
         xs, fs, gs, as_ = tree_where(r.started, (x_new, f_new, g_new, search_aux(st)), (r.x, f, g, a))
-        mem = r.memory._replace(params=tree_where(ok | ~r.started, r.memory.params, xs),
-                                updates=tree_where(ok | ~r.started, r.memory.updates, gs))
         with optax_promotion():
-            h, mem = direction.update(gs, mem, xs)
+            h, mem = direction.update(gs, r.memory, xs)
         descent = _vdot(gs, h) > 0
         d = jax.tree_util.tree_map(lambda a, b: -jnp.where(descent, a, b), h, gs)
         new = ended | ~r.started                      # a new search starts from xs along d
-        return _Run(r.k + ended.astype(r.k.dtype), jnp.asarray(True), tree_where(new, xs, r.x), tree_where(new, d, r.d),
-                    tree_where(new, search_start(fs, gs, d, 1.0, as_), st), tree_where(new, mem, r.memory),
-                    jnp.where(ended, r.hist.at[r.k].set(st.f0), r.hist) if steps else r.hist)
+        k = jnp.where(stop, steps, r.k + ended.astype(r.k.dtype))
+        i = jnp.arange(steps)
+        hist = jnp.where(ended & (i == r.k), st.f0, jnp.where(stop & (i > r.k), f_new, r.hist))
+        return _Run(k, jnp.asarray(True), tree_where(new, xs, r.x), tree_where(new, d, r.d),
+                    tree_where(new, search_start(fs, gs, d, 1.0, as_), st), tree_where(new, mem, r.memory), hist)
 
     r = lax.while_loop(lambda r: (r.k < steps) | ~r.started, body, run0)
     return (r.x, r.hist, r.search.a_lo) if has_aux else (r.x, r.hist)
