@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax import lax
 
 from .common import optax_promotion, tree_where
@@ -135,6 +134,7 @@ def lbfgs_minimize(loss, x0, steps, memory_size=20, aux0=None):
     arrays of the shapes of the loss's auxiliary output), ``loss`` returns (value, aux) and the
     result is (x, history, aux at x): what a caller needs at the minimizer (e.g. constraint
     values) without evaluating the loss again."""
+    import optax
     has_aux = aux0 is not None
     direction = optax.scale_by_lbfgs(memory_size)
     value_and_grad = jax.value_and_grad(loss, has_aux=has_aux)

@@ -24,7 +24,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from .. import spatial as sp
 from ..dynamics.rnea import rnea_passes
@@ -261,6 +260,7 @@ def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, le
         Q, QD, QDD = sample_fourier(f._replace(a=a, b=b), t)
         return jnp.log(condition_number(stacked_regressor(model, Q, QD, QDD, terms), base))
 
+    import optax
     opt = optax.adam(learning_rate)
 
     @jax.jit

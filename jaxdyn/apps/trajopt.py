@@ -48,7 +48,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax import lax
 
 from ..errors import ArgumentError, ShapeError
@@ -78,6 +77,7 @@ class Result(NamedTuple):
 def _make_optimizer(name, learning_rate):
     """optax.adam for "adam"; None for "lbfgs" (run by :func:`jaxdyn.apps.lbfgs.lbfgs_minimize`)."""
     if name == "adam":
+        import optax
         return optax.adam(learning_rate)
     if name == "lbfgs":
         return None
@@ -91,6 +91,7 @@ def _run(f, opt, params, iterations, lbfgs, memory_size, aux0):
     optax optimizer ``opt`` in one lax.scan (aux None)."""
     if lbfgs:
         return lbfgs_minimize(f, params, iterations, memory_size, aux0)
+    import optax
     with optax_promotion():
         state = opt.init(params)
 
