@@ -146,3 +146,12 @@ def test_shape_annotations_are_checked_in_the_test_run():
         jaxdyn.crba(m, jnp.zeros((2, m.nq)))
     with pytest.raises(TypeCheckError, match="nv"):
         jaxdyn.aba_derivatives(m, q, jnp.zeros(m.nv + 2), jnp.zeros(m.nv))
+
+
+def test_import_jaxdyn_leaves_optax_unloaded():
+    """optax, which imports all of its optimizers, is imported by the apps' functions that run
+    it (L-BFGS, Adam), not by ``import jaxdyn``."""
+    r = subprocess.run([sys.executable, "-c", "import sys, jaxdyn; print('optax' in sys.modules)"],
+                       capture_output=True, text=True, timeout=300, cwd=os.path.dirname(ROOT))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "False", "import jaxdyn imported optax"

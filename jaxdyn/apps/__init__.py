@@ -1,9 +1,8 @@
 """Applications built on the dynamics: system identification of link inertias
 (:mod:`jaxdyn.apps.sysid`, ``jaxdyn identify``) and trajectory optimization
-(:mod:`jaxdyn.apps.trajopt`, ``jaxdyn trajopt``).
-
-optax is imported by the functions that run it, not by these modules: ``import jaxdyn``
-without it takes about 90 ms less (optax imports its ``contrib`` optimizers eagerly)."""
+(:mod:`jaxdyn.apps.trajopt`, ``jaxdyn trajopt``)."""
+# optax is imported inside the functions that run it, not by these modules: it imports all of
+# its contrib optimizers, a noticeable share of `import jaxdyn` (benchmarks/results/history.md).
 from . import joint_terms as joint_terms, lbfgs as lbfgs, sysid as sysid, trajopt as trajopt
 from .sysid import (inertial_parameters as inertial_parameters,
                     with_inertial_parameters as with_inertial_parameters, regressor as regressor,
