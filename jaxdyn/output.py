@@ -75,17 +75,26 @@ PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'jaxdyn
 """The summary line the CLIs write instead of their figures when matplotlib is missing."""
 
 
-def pyplot():
-    """``matplotlib.pyplot`` on the Agg backend, or None when matplotlib is not installed
-    (plotting is the optional ``plot`` extra; the CLIs then write their CSV files and summary
-    and say :data:`PLOTS_SKIPPED`)."""
+def figure(figsize):
+    """A new :class:`matplotlib.figure.Figure` of ``figsize`` (width, height) inches, or None
+    when matplotlib is not installed (plotting is the optional ``plot`` extra; the CLIs then
+    write their CSV files and summary and say :data:`PLOTS_SKIPPED`).  The figure belongs to
+    no pyplot window: ``fig.savefig`` draws a PNG with Agg, and the process's pyplot state and
+    matplotlib backend are left as they are."""
     try:
-        import matplotlib
+        from matplotlib.figure import Figure
     except ImportError:
         return None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
+    return Figure(figsize=figsize)
+
+
+def can_plot():
+    """Whether matplotlib is installed (:func:`figure` gives figures)."""
+    try:
+        import matplotlib.figure  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def inch_margins(fig, left=1.05, right=0.2, bottom=0.55, top=0.3, wspace=1.1, hspace=0.7, title=None):
@@ -127,14 +136,13 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
     optional dashed comparison ``other`` (M, n) against ``other_t`` (default t) and optional
     end-point marks (n,) (NaN: none) drawn at t[-1]; PNG at path.  Returns False (and writes
     nothing) without matplotlib."""
-    plt = pyplot()
-    if plt is None:
-        return False
     ncol = series.shape[1]
     cols = 3 if ncol > 3 else max(ncol, 1)
     rows = max(int(np.ceil(ncol / cols)), 1)
-    fig, axs = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
-    axs = axs.ravel()
+    fig = figure((4.2 * cols, 2.8 * rows))
+    if fig is None:
+        return False
+    axs = fig.subplots(rows, cols, squeeze=False).ravel()
     for j in range(ncol):
         axs[j].plot(t, series[:, j], label=label)
         if other is not None:
@@ -152,18 +160,17 @@ def plot_columns(path, title, t, series, ylabel, label="simulated", other=None, 
         ax.set_visible(False)
     inch_margins(fig, top=0.5, title=title)
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return True
 
 
 def plot_curve(path, title, y, xlabel, ylabel):
     """A loss / cost history y (K,) on a log axis (shifted to positive if it reaches <= 0).
     Returns False (and writes nothing) without matplotlib."""
-    plt = pyplot()
-    if plt is None:
+    fig = figure((6, 3.5))
+    if fig is None:
         return False
     y = np.asarray(y)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax = fig.subplots()
     ax.semilogy(np.arange(len(y)), np.maximum(y - y.min() + 1e-12, 1e-12) if y.min() <= 0 else y)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -171,7 +178,6 @@ def plot_curve(path, title, y, xlabel, ylabel):
     ax.grid(alpha=0.3)
     inch_margins(fig, left=1.3, top=0.4)           # room for a two-line label beside log ticks
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return True
 
 
@@ -185,8 +191,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
 
     import jaxdyn
 
-    plt = pyplot()
-
+    plots = can_plot()
     os.makedirs(out, exist_ok=True)
     q, v, tau = Q[0], V[0], Tau[0]
     write_trajectory_csv(os.path.join(out, "trajectory.csv"), t, q, v, tau)
@@ -212,12 +217,13 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         panels(f"{cfg['name']}: joint torques / forces", tau, lambda j: f"{lab[j][0]} ({lab[j][3]})",
                "torques.png")
 
-    if plt is not None and model.frame_names:  # the DH "ee" frame, else the last body
+    if plots and model.frame_names:  # the DH "ee" frame, else the last body
         name = "ee" if "ee" in model.frame_names else model.body_names[-1]
         fid = model.frame_id(name)
         pos = jax.jit(jax.vmap(lambda qq: jaxdyn.frame_pose(model, qq, fid)[1]))
         ee = np.asarray(pos(q))
-        fig, axs = plt.subplots(1, 3, figsize=(12, 3.2))
+        fig = figure((12, 3.2))
+        axs = fig.subplots(1, 3)
         ee_d = np.asarray(pos(qdes)) if forced else None
         for k, lab in enumerate("XYZ"):
             axs[k].plot(t, ee[:, k], label="simulated")
@@ -230,11 +236,11 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         axs[0].legend(fontsize=7)
         inch_margins(fig, top=0.45, title=f"{cfg['name']} ({model.name}): position of frame '{name}' in the world frame")
         fig.savefig(os.path.join(out, "ee.png"), dpi=90)
-        plt.close(fig)
         files.append("ee.png")
 
-    if plt is not None and drift is not None:
-        fig, ax = plt.subplots(figsize=(6, 3.2))
+    if plots and drift is not None:
+        fig = figure((6, 3.2))
+        ax = fig.subplots()
         ax.semilogy(t, np.maximum(drift, 1e-18))
         ax.set_xlabel("time (s)")
         ax.set_ylabel("max |constraint residual| (m, rad)")
@@ -243,7 +249,6 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
         ax.grid(alpha=0.3)
         inch_margins(fig, top=0.4)
         fig.savefig(os.path.join(out, "drift.png"), dpi=90)
-        plt.close(fig)
         files.append("drift.png")
     kin, pot = (np.asarray(x) for x in jax.jit(jax.vmap(lambda a, b: (jaxdyn.kinetic_energy(model, a, b),
                                                                        jaxdyn.potential_energy(model, a))))(q, v))
@@ -278,7 +283,7 @@ def write_outputs(out, model, cfg, t, Q, V, Tau, traj_fn, accepted, rejected, wa
     if Q.shape[0] > 1:
         spread = np.abs(Q[:, -1] - Q[0, -1]).max()
         lines.append(f"batch spread  max |q_k(T) - q_0(T)| = {spread:.3e}")
-    if plt is None:
+    if not plots:
         lines.append(PLOTS_SKIPPED)
     lines.append(f"output        {os.path.abspath(out)}: {', '.join(files)}")
     text = "\n".join(lines)

@@ -1,4 +1,5 @@
 """Integrators: convergence order, conservation, planar 3R closed-form simulation, CLI/config."""
+import os
 import subprocess
 import sys
 
@@ -200,8 +201,8 @@ def test_cli_without_matplotlib_writes_data_and_says_plots_skipped(tmp_path, mon
     writes the trajectory and the summary, names no figure, and says why."""
     from jaxdyn.cli import main
     from jaxdyn.output import PLOTS_SKIPPED
-    monkeypatch.setitem(sys.modules, "matplotlib", None)       # `import matplotlib` raises ImportError
-    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.pyplot"):     # importing them raises ImportError,
+        monkeypatch.setitem(sys.modules, name, None)                        # also where an earlier test loaded them
     cfg = tmp_path / "short.toml"
     cfg.write_text('[robot]\nname = "planar3"\n[simulation]\nT = 0.05\ndt = 0.01\nintegrator = "rk4"\n')
     out = tmp_path / "out"
@@ -210,6 +211,21 @@ def test_cli_without_matplotlib_writes_data_and_says_plots_skipped(tmp_path, mon
     summary = (out / "summary.txt").read_text()
     assert PLOTS_SKIPPED in summary and ".png" not in summary
     assert not list(out.glob("*.png"))
+
+
+def test_outputs_leave_the_callers_matplotlib_backend_and_pyplot_alone(tmp_path):
+    """The figures are plain matplotlib Figures saved with Agg: a program that chose another
+    backend keeps it after jaxdyn wrote its PNGs, and jaxdyn does not load pyplot."""
+    cfg = tmp_path / "short.toml"
+    cfg.write_text('[robot]\nname = "planar3"\n[simulation]\nT = 0.05\ndt = 0.01\nintegrator = "rk4"\n')
+    code = ("import sys, matplotlib; matplotlib.use('svg'); from jaxdyn.cli import main; "
+            f"assert main(['simulate', {str(cfg)!r}, '--out', {str(tmp_path / 'out')!r}]) == 0; "
+            "print(matplotlib.get_backend(), 'matplotlib.pyplot' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "JAXDYN_CACHE_DIR": ""})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "svg False"
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.png")) == ["ee.png", "joints.png"]
 
 
 def test_position_columns_show_bases_as_position_and_roll_pitch_yaw():

@@ -15,7 +15,7 @@ def write_outputs(out, name, model, lay, base, pi_true, pi_start, pi_c, pib_true
     with the identified model, drawn with the meshes of the URDF ``visuals``)."""
     import numpy as np
 
-    from ..output import PLOTS_SKIPPED, dof_labels, plot_columns, plot_curve, pyplot
+    from ..output import PLOTS_SKIPPED, can_plot, dof_labels, plot_columns, plot_curve
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "parameters.csv"), "w") as fh:
         fh.write("body_or_joint,parameter,true,start,identified\n")
@@ -40,15 +40,15 @@ def write_outputs(out, name, model, lay, base, pi_true, pi_start, pi_c, pib_true
     except ModelError as e:
         urdf, notes = [], [f"identified.urdf not written: {e}"]
     lines = lines[:-1] + notes + lines[-1:]          # before the wall-time line
-    plt = pyplot()
-    plots = ["params.png", "residuals.png", "loss.png"] if plt is not None else []
+    plotted = can_plot()
+    plots = ["params.png", "residuals.png", "loss.png"] if plotted else []
     files = ["parameters.csv", "base_parameters.csv"] + urdf + ["animation.html"] + plots + ["summary.txt"]
     with open(os.path.join(out, "summary.txt"), "w") as fh:
-        fh.write("\n".join(lines + ([] if plt is not None else [PLOTS_SKIPPED]) + ["files: " + ", ".join(files)])
+        fh.write("\n".join(lines + ([] if plotted else [PLOTS_SKIPPED]) + ["files: " + ", ".join(files)])
                  + "\n")
-    if plt is None:
+    if not plotted:
         return
-    plot_base_parameters(plt, os.path.join(out, "params.png"), f"{name} ({model.name})", lay, base, pib_true,
+    plot_base_parameters(os.path.join(out, "params.png"), f"{name} ({model.name})", lay, base, pib_true,
                           pib_ls, pib_c)
     lab = dof_labels(model)
     plot_columns(os.path.join(out, "residuals.png"), f"{name} ({model.name}): held-out torque prediction error", tv,
@@ -64,16 +64,18 @@ UNITS = (("m", "mass (kg)"), ("mc", "first moment (kg m)"), ("I", "inertia (kg m
 """Kinds of parameters by the prefix of their name, and the axis label of each kind."""
 
 
-def plot_base_parameters(plt, path, title, lay, base, pib_true, pib_ls, pib_c):
+def plot_base_parameters(path, title, lay, base, pib_true, pib_ls, pib_c):
     """params.png: true, least-squares and consistent base parameters, one panel per kind of
     parameter (the kind of the parameter each base parameter is kept at: its unit), x the index
     in base_parameters.csv."""
     import numpy as np
+
+    from ..output import figure
     kind = [next(i for i, (pre, _) in reversed(list(enumerate(UNITS))) if lay.names[j][1].startswith(pre))
             for j in base.independent]
     kinds = sorted(set(kind))
-    fig, axes = plt.subplots(len(kinds), 1, figsize=(max(6.0, 0.22 * len(kind)), 1.9 * len(kinds) + 0.8),
-                             squeeze=False)
+    fig = figure((max(6.0, 0.22 * len(kind)), 1.9 * len(kinds) + 0.8))
+    axes = fig.subplots(len(kinds), 1, squeeze=False)
     for ax, k in zip(axes[:, 0], kinds):
         x = np.flatnonzero(np.asarray(kind) == k)
         for dx, v, lab in ((-0.27, pib_true, "true"), (0.0, pib_ls, "least squares"), (0.27, pib_c, "consistent")):
@@ -85,4 +87,3 @@ def plot_base_parameters(plt, path, title, lay, base, pib_true, pib_ls, pib_c):
     axes[-1, 0].set_xlabel("base parameter (index in base_parameters.csv)")
     fig.tight_layout()
     fig.savefig(path, dpi=80)
-    plt.close(fig)
