@@ -11,7 +11,9 @@ functions on talos_reduced, each its own process):
 * ``aba``, ``vmap_aba``, ``aba_derivatives`` on panda and talos_reduced: ``jax.jit(f)`` of one
   state, ``jax.jit(jax.vmap(f))`` of 4096 states;
 * ``first_call``: the one-state public functions of ``FIRST_CALL`` on talos_reduced, called as a
-  user calls them (no ``jax.jit`` around them: each compiles its own program on its first call);
+  user calls them (no ``jax.jit`` around them: each compiles its own program on its first call),
+  ``forward_dynamics`` with each method, and ``first_call_constrained_<method>``: one eager
+  ``constrained_forward_dynamics`` of anymal_c on four point feet per constrained method;
 * ``build_four_bar``, ``build_quadruped``: the built-in closed mechanisms (``jaxdyn.mechanisms``),
   which project their start pose onto the constraints and check it;
 * ``rollout_grad``: ``jax.jit(jax.grad(loss))`` of a 100-step RK4 rollout of the PUMA;
@@ -95,9 +97,31 @@ FIRST_CALL = {
     "grad_aba": "jax.grad(lambda t: jnp.sum(jaxdyn.aba(m, q, v, t) ** 2))(t)",
     "operator_fd1": "jaxdyn.operators.operator_fd1(m, q, v, t)", "udut_forward": "jaxdyn.saha.udut_forward(m, q, t)",
     "log_cholesky_parameters": "jaxdyn.log_cholesky_parameters(m)",
+    "bias_forces": "jaxdyn.bias_forces(m, q, v)", "gravity_torques": "jaxdyn.gravity_torques(m, q)",
+    "joint_wrenches": "jaxdyn.joint_wrenches(m, q, v, t)", "virtual_work": "jaxdyn.virtual_work(m, q, v, t)",
+    "center_of_mass": "jaxdyn.center_of_mass(m, q)", "potential_energy": "jaxdyn.potential_energy(m, q)",
+    "spatial_momentum": "jaxdyn.spatial_momentum(m, q, v)", "frame_poses": "jaxdyn.frame_poses(m, q)",
+    "frame_velocity": "jaxdyn.frame_velocity(m, q, v, 'left_sole_link')",
+    "frame_acceleration": "jaxdyn.frame_acceleration(m, q, v, t, 'left_sole_link')",
+    "difference": "jaxdyn.difference(m, q, q)", "random_configuration": "jaxdyn.random_configuration(m, jax.random.PRNGKey(1))",
+    "inverse_kinematics": "jaxdyn.inverse_kinematics(m, 'left_sole_link', *jaxdyn.frame_pose(m, q, 'left_sole_link'), "
+                          "jaxdyn.neutral(m))[0]",
 }
+FIRST_CALL.update({f"forward_dynamics_{k}": f"jaxdyn.forward_dynamics(m, q, v, t, method={k!r})"
+                   for k in ("aba", "udut", "operator_fd2", "operator_fd3", "operator_fd4", "virtual_work")})
 for fn, expr in FIRST_CALL.items():
     case(f"first_call_{fn}", f"m = load('talos_reduced'); q, v, t = state(m)\nprint(first(lambda: {expr}))")
+
+# one eager call of constrained_forward_dynamics, anymal_c on four point feet, per method
+for method in ("lilly_orin", "rccfd", "schur", "kkt"):
+    case(f"first_call_constrained_{method}", f"""
+m = load("anymal_c")
+q0 = np.array(jaxdyn.neutral(m)); q0[2] = 0.6
+ls = jaxdyn.legged_system(m, q0, ["LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT"], contact="point")
+sys_ = ls if {method!r} in ("lilly_orin", "rccfd") else ls.closed
+z = np.zeros(m.nv)
+print(first(lambda: jaxdyn.constrained_forward_dynamics(sys_, q0, z, z, method={method!r}).qdd))
+""")
 
 for builder in ("four_bar", "quadruped"):
     case(f"build_{builder}", f"print(first(lambda: jaxdyn.mechanisms.{builder}()[1]))")
