@@ -243,10 +243,13 @@ def plot(data, path, labels=()):
     cases = sorted({c for lab in labels for c in data[lab]["results"]})
     fig, ax = plt.subplots(figsize=(9, 0.32 * len(cases) + 1.5))
     h = 0.8 / max(len(labels), 1)
-    for k, lab in enumerate(labels):
-        vals = [data[lab]["results"].get(c, {}).get("s", float("nan")) for c in cases]
-        ax.barh([i + k * h for i in range(len(cases))], vals, h, label=lab)
-    ax.set_yticks([i + h * (len(labels) - 1) / 2 for i in range(len(cases))], cases, fontsize=7)
+    have = [[lab for lab in labels if "s" in data[lab]["results"].get(c, {})] for c in cases]
+    colors = dict(zip(labels, plt.rcParams["axes.prop_cycle"].by_key()["color"] * len(labels)))
+    for lab in labels:              # a case's bars centred on its tick, whichever labels measured it
+        at = [(i + (hv.index(lab) - (len(hv) - 1) / 2) * h, data[lab]["results"][c]["s"])
+              for i, (c, hv) in enumerate(zip(cases, have)) if lab in hv]
+        ax.barh([y for y, _ in at], [x for _, x in at], h, label=lab, color=colors[lab])
+    ax.set_yticks(range(len(cases)), cases, fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("seconds (first call, compile included; CLI: whole command)")
     ax.set_title("jaxdyn compile and first-call times (each case a fresh process)", pad=12 + 14 * ((len(labels) + 1) // 2))
