@@ -22,7 +22,7 @@ from ..kinematics import joint_transforms, root_transforms
 from ..kinematics.bodies import dof_columns
 from ..model.model import Model
 from ..model.parameters import body_inertias
-from ..spatial.linalg import mm
+from ..spatial.linalg import mm, tree_sum
 from ..tree import PerRun, backward_sweep, same
 from .common import inertia_init
 
@@ -48,10 +48,7 @@ def pair_values(x, y, cs, ks, dof_axis=1):
     x, y (m, n, ...) (dof_axis 1) or (n, m, ...) (dof_axis 0) -> (P, ...)."""
     xc, yk = jnp.take(x, cs, axis=dof_axis), jnp.take(y, ks, axis=dof_axis)
     part = lambda a, i: lax.index_in_dim(a, i, 1 - dof_axis, keepdims=False)
-    out = part(xc, 0) * part(yk, 0)
-    for i in range(1, x.shape[1 - dof_axis]):
-        out = out + part(xc, i) * part(yk, i)
-    return out
+    return tree_sum([part(xc, i) * part(yk, i) for i in range(x.shape[1 - dof_axis])])
 
 
 def gather_pairs(n, blocks):

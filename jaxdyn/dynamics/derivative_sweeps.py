@@ -30,7 +30,7 @@ from .. import spatial as sp
 from ..kinematics import joint_transforms, root_transforms
 from ..kinematics.bodies import bodies, dof_columns
 from ..model.model import Model
-from ..spatial.linalg import mv, tr
+from ..spatial.linalg import mv, tr, tree_sum
 from ..tree import same
 from .tree_inverse import branches, matmul, tree_spd_inverse
 from .common import body_inertia_matrices, gravity_acceleration
@@ -174,7 +174,7 @@ def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, 
     f = keep(f if fx is None else f - sp.apply_force_T(kin.Xr, fx))   # X^T: body -> root frame
     F = keep(_over(topo.anc.T, f, 1))
     Fd = _gather(F, topo.body, 1, model.nb)
-    return a, F, sum(kin.J[i] * Fd[i] for i in range(6))
+    return a, F, tree_sum([kin.J[i] * Fd[i] for i in range(6)])
 
 
 def dof_inertias(model: Model, topo: Topology, kin: Kinematics, keep=same):

@@ -37,7 +37,7 @@ import numpy as np
 from jax import lax
 
 from ..kinematics.bodies import take
-from ..spatial.linalg import HIGHEST, mm, tr
+from ..spatial.linalg import HIGHEST, mm, tr, tree_sum
 from ..tree import same
 from .common import spd_inverse_components
 
@@ -88,7 +88,7 @@ def _sweeps(M, keep):
         rows = keep(rows)
         P = spd_inverse_components(lax.dynamic_slice_in_dim(rows, k * b, b, 1))     # (b, b, ...)
         Prow = mm(P, rows)                                                  # P A_K:
-        A = A - sum(rows[a][:, None] * Prow[a][None] for a in range(b))
+        A = A - tree_sum([rows[a][:, None] * Prow[a][None] for a in range(b)])
         Prow = lax.dynamic_update_slice_in_dim(Prow, -P, k * b, 1)          # new rows K, KK block -P
         A = lax.dynamic_update_slice_in_dim(A, Prow, k * b, 0)
         return lax.dynamic_update_slice_in_dim(A, tr(Prow), k * b, 1)     # and columns K
@@ -174,7 +174,7 @@ def _subtree_inverse(M, b: Branch, keep):
     Dinv = [_subtree_inverse(M, c, keep) for c in b.children]
     Bc = [_block(M, c.dofs(), s) for c in b.children]            # (n_c, |s|, ...)
     G = [keep(mm(Di, Bi)) for Di, Bi in zip(Dinv, Bc)]             # D_c^-1 B_c
-    S = _block(M, s, s) - sum(mm(tr(Bi), Gi) for Bi, Gi in zip(Bc, G))
+    S = _block(M, s, s) - tree_sum([mm(tr(Bi), Gi) for Bi, Gi in zip(Bc, G)])
     Si = _dense_inverse(keep(S), keep)
     G = jnp.concatenate(G, 0) if len(G) > 1 else G[0]             # all children's rows
     H = keep(mm(G, Si))                                            # G S^-1
@@ -195,7 +195,7 @@ def tree_spd_inverse(M, roots, keep=same):
     order = np.concatenate([np.asarray(d, int) for d, _ in parts])
     X = _block_diagonal([Xi for _, Xi in parts], M)
     if len(parts) > 1:         # forest: 0 * (trace_i + trace_j) on block (i, j), NaN for a NaN tree
-        t = jnp.concatenate([jnp.broadcast_to(sum(Xi[a, a] for a in range(len(d))), (len(d),) + M.shape[2:])
+        t = jnp.concatenate([jnp.broadcast_to(tree_sum([Xi[a, a] for a in range(len(d))]), (len(d),) + M.shape[2:])
                              for d, Xi in parts], 0)
         X = X + 0.0 * (t[:, None] + t[None, :])
     if np.array_equal(order, np.arange(n)):

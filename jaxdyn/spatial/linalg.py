@@ -9,8 +9,6 @@ no matrix-product precision setting (e.g. TF32 on a GPU) applies to them.
 """
 from __future__ import annotations
 
-import functools
-
 import jax.numpy as jnp
 from jax import lax
 
@@ -33,6 +31,14 @@ def _mul(x, y):
     return lax.mul(*(a if a.shape == shape else lax.broadcast_in_dim(a, shape, tuple(range(a.ndim))) for a in (x, y)))
 
 
+def tree_sum(terms):
+    """Sum of a list of arrays as a balanced tree of adds: depth log2 n, not a chain of n - 1
+    (XLA's simplifier moves a reshape one add down such a chain per pass over the program)."""
+    while len(terms) > 1:
+        terms = [lax.add(terms[i], terms[i + 1]) if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
+    return terms[0]
+
+
 def mm(a, b):
     """Matrix product (i, k, ...) x (k, j, ...) -> (i, j, ...)."""
     if a.ndim == 2 and b.ndim == 2:
@@ -40,7 +46,7 @@ def mm(a, b):
     if a.shape[1] == 0:
         return jnp.zeros(a.shape[:1] + b.shape[1:2] + jnp.broadcast_shapes(a.shape[2:], b.shape[2:]), a.dtype)
     ak, bk = _parts(a, 1), _parts(b, 0)
-    return functools.reduce(lax.add, [_mul(lax.expand_dims(x, (1,)), lax.expand_dims(y, (0,))) for x, y in zip(ak, bk)])
+    return tree_sum([_mul(lax.expand_dims(x, (1,)), lax.expand_dims(y, (0,))) for x, y in zip(ak, bk)])
 
 
 def mv(a, v):
@@ -50,7 +56,7 @@ def mv(a, v):
     if a.shape[1] == 0:
         return jnp.zeros(a.shape[:1] + jnp.broadcast_shapes(a.shape[2:], v.shape[1:]), a.dtype)
     ak, vk = _parts(a, 1), _parts(v, 0)
-    return functools.reduce(lax.add, [_mul(x, lax.expand_dims(y, (0,))) for x, y in zip(ak, vk)])
+    return tree_sum([_mul(x, lax.expand_dims(y, (0,))) for x, y in zip(ak, vk)])
 
 
 def tr(a):
