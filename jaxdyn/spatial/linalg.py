@@ -32,8 +32,9 @@ def _mul(x, y):
 
 
 def tree_sum(terms):
-    """Sum of a list of arrays as a balanced tree of adds: depth log2 n, not a chain of n - 1
-    (XLA's simplifier moves a reshape one add down such a chain per pass over the program)."""
+    """Sum of a non-empty list of arrays of one shape and dtype, as a balanced tree of adds:
+    depth log2 n, not a chain of n - 1 (XLA's simplifier moves a reshape one add down such a
+    chain per pass over the program)."""
     while len(terms) > 1:
         terms = [lax.add(terms[i], terms[i + 1]) if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
     return terms[0]
