@@ -112,13 +112,17 @@ FIRST_CALL.update({f"forward_dynamics_{k}": f"jaxdyn.forward_dynamics(m, q, v, t
 for fn, expr in FIRST_CALL.items():
     case(f"first_call_{fn}", f"m = load('talos_reduced'); q, v, t = state(m)\nprint(first(lambda: {expr}))")
 
+QUADRUPED = """m = load("anymal_c")
+q0 = np.array(jaxdyn.neutral(m)); q0[2] = 0.6
+ls = jaxdyn.legged_system(m, q0, ["LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT"], contact="point")
+sys_ = ls if %r in ("lilly_orin", "rccfd") else ls.closed"""
+"""anymal_c standing on four point feet: the LeggedSystem for Lilly-Orin and the RCCFD, its
+ClosedModel for Schur and KKT; formatted with the method name."""
+
 # one eager call of constrained_forward_dynamics, anymal_c on four point feet, per method
 for method in ("lilly_orin", "rccfd", "schur", "kkt"):
     case(f"first_call_constrained_{method}", f"""
-m = load("anymal_c")
-q0 = np.array(jaxdyn.neutral(m)); q0[2] = 0.6
-ls = jaxdyn.legged_system(m, q0, ["LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT"], contact="point")
-sys_ = ls if {method!r} in ("lilly_orin", "rccfd") else ls.closed
+{QUADRUPED % method}
 z = np.zeros(m.nv)
 print(first(lambda: jaxdyn.constrained_forward_dynamics(sys_, q0, z, z, method={method!r}).qdd))
 """)
@@ -137,11 +141,7 @@ print(first(jax.jit(jax.grad(loss)), U))
 
 for method in ("lilly_orin", "rccfd", "schur", "kkt"):
     case(f"quadruped_{method}", f"""
-m = load("anymal_c")
-q0 = np.array(jaxdyn.neutral(m)); q0[2] = 0.6
-feet = ["LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT"]
-ls = jaxdyn.legged_system(m, q0, feet, contact="point")
-sys_ = ls if {method!r} in ("lilly_orin", "rccfd") else ls.closed
+{QUADRUPED % method}
 qj = jnp.asarray(q0[7:])
 hold = lambda t, q, qd: jnp.concatenate([jnp.zeros(6, q.dtype), 300.0 * (qj - q[7:]) - 10.0 * qd[6:]])
 print(first(lambda: jaxdyn.rollout(sys_, q0, np.zeros(m.nv), hold, dt=0.002, steps=1000, stepper="rk4",

@@ -75,26 +75,28 @@ PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'jaxdyn
 """The summary line the CLIs write instead of their figures when matplotlib is missing."""
 
 
+def _figure_class():
+    """:class:`matplotlib.figure.Figure`, or None when matplotlib is not installed."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    return Figure
+
+
 def figure(figsize):
     """A new :class:`matplotlib.figure.Figure` of ``figsize`` (width, height) inches, or None
     when matplotlib is not installed (plotting is the optional ``plot`` extra; the CLIs then
     write their CSV files and summary and say :data:`PLOTS_SKIPPED`).  The figure belongs to
     no pyplot window: ``fig.savefig`` draws a PNG with Agg, and the process's pyplot state and
     matplotlib backend are left as they are."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return None
-    return Figure(figsize=figsize)
+    Figure = _figure_class()
+    return None if Figure is None else Figure(figsize=figsize)
 
 
 def can_plot():
     """Whether matplotlib is installed (:func:`figure` gives figures)."""
-    try:
-        import matplotlib.figure  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _figure_class() is not None
 
 
 def inch_margins(fig, left=1.05, right=0.2, bottom=0.55, top=0.3, wspace=1.1, hspace=0.7, title=None):
