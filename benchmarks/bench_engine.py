@@ -26,10 +26,10 @@ import argparse
 import inspect
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
+
+from timing import alternate  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -160,20 +160,7 @@ def main():
     if args.worker:
         return worker(args)
     os.sched_setaffinity(0, {int(c) for c in args.cores.split(",")})
-    versions = {"after": os.path.dirname(HERE)}
-    if args.before:
-        versions["before"] = args.before
-    runs = {v: [] for v in versions}
-    for r in range(args.rounds):
-        for v, root in versions.items():
-            env = {**os.environ, "PYTHONPATH": root, "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
-            cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--batch", str(args.batch), "--robots", args.robots]
-            p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/")
-            if p.returncode:
-                raise SystemExit(f"{v} worker failed:\n{p.stderr[-3000:]}")
-            runs[v].append(json.loads(p.stdout.strip().splitlines()[-1]))
-            print(f"round {r} {v} done", flush=True)
-    res = {v: {k: min(run[k] for run in rs) for k in rs[0]} for v, rs in runs.items()}
+    res = alternate(__file__, ["--batch", str(args.batch), "--robots", args.robots], args.before, args.rounds)
     res["pinocchio"] = pinocchio_rows(args)
     import jax
     import pinocchio as pin

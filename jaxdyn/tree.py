@@ -36,6 +36,12 @@ carry trailing batch axes (a batch-last chunk of states, :mod:`jaxdyn.vmap_rule`
 parent's or its own slot and its inputs) and passed to the step (``step(..., keep=keep)``),
 which applies it to the quantities it computes.  A run of one body is not a loop, and gets
 the identity.
+
+Each step is a ``jax.checkpoint``: reverse mode keeps what the step reads (its parent's or
+its own accumulator and its inputs, not the sweep's buffers) and recomputes the step when it
+runs backwards, instead of storing each of its intermediates (a step's dozens of small
+component arrays would each be written and read per body).  Per-body inputs are the scan's
+inputs, so their cotangents come back per body.
 """
 from __future__ import annotations
 
@@ -89,15 +95,22 @@ def _of_run(xs, j, run: Run):
                 is_leaf=lambda a: isinstance(a, PerRun))
 
 
-def _scan(body, carry, run: Run, reverse):
-    """``lax.scan`` of ``body(carry, (i, j, parent slot))`` over the bodies of ``run`` (i the
-    body, j its place in the run); one body is one call (no loop)."""
+def _scan(body, carry, run: Run, reverse, xs):
+    """``lax.scan`` of ``body(carry, (i, j, parent slot, xs[j]))`` over the
+    bodies of ``run`` (i the body, j its place in the run, ``xs`` the run's per-body inputs
+    with leading axis run.n); one body is one call (no loop)."""
     idx = jnp.arange(run.start, run.stop, dtype=jnp.int32)
     par = jnp.asarray(run.parent, jnp.int32)
     if run.n == 1:
-        carry, y = body(carry, (idx[0], jnp.int32(0), par[0]))
+        carry, y = body(carry, (idx[0], jnp.int32(0), par[0], tmap(lambda a: a[0], xs)))
         return carry, tmap(lambda a: a[None], y)
-    return lax.scan(body, carry, (idx, idx - run.start, par), reverse=reverse)
+    return lax.scan(body, carry, (idx, idx - run.start, par, xs), reverse=reverse)
+
+
+def _remat(step, keep):
+    """``step(..., keep=keep)`` as a ``jax.checkpoint``: reverse mode keeps the step's inputs
+    and recomputes it on the way back."""
+    return jax.checkpoint(lambda *a: step(*a, keep=keep), prevent_cse=False)
 
 
 def _read(buf, slot):
@@ -189,25 +202,26 @@ def forward_sweep_with_siblings(step, model: Model, init, sib_init, xs, keep=sam
             ext = tmap(lambda a: a[np.where(outer[sl] & (parent[sl] >= 0), parent[sl], run.start)], _cat(vals + [world]))
         flag = jnp.asarray(direct[sl])
 
-        def body(carry, inp, x=_of_run(xs, j, run), ext=ext, flag=flag, keep=keep):
+        def body(carry, inp, flag=flag, keep=keep):
             prev, buf, sib = carry
-            i, k, p = inp
+            i, k, p, (x, e) = inp
 
             def reads():
                 if buf is not None:
                     pv = _read(buf, p)
                 elif prev is None:
-                    pv = _read(ext, k)
+                    pv = e
                 else:
-                    pv = prev if ext is None else _select(flag[k], prev, _read(ext, k))
-                return pv, _read(sib, p) if with_sib else (), _read(x, k)
+                    pv = prev if e is None else _select(flag[k], prev, e)
+                return pv, _read(sib, p) if with_sib else (), x
             pv, ps, x = keep(reads)
-            val, to_parent, y = step(pv, ps, x, keep=keep)
+            val, to_parent, y = _remat(step, keep)(pv, ps, x)
             val = tmap(lambda a, v: v.astype(a.dtype), init, val)
             carry = (None if prev is None else val, None if buf is None else _write(buf, i, val),
                      _add(sib, p, to_parent) if with_sib else sib)
             return carry, (val, y)
-        (_, buf, sib), (val, y) = _scan(body, (init if direct[sl].any() else None, buf, sib), run, False)
+        (_, buf, sib), (val, y) = _scan(body, (init if direct[sl].any() else None, buf, sib), run, False,
+                                     (_of_run(xs, j, run), ext))
         vals.append(val)
         ys.append(y)
     return _cat(vals + [world]), _by_run(ys)
@@ -320,16 +334,15 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
         dest = jnp.asarray(np.where(outer[sl], np.searchsorted(dests, target), -1))
         uses = slot[sl].any() or has[sl].any()
 
-        def body(carry, inp, x=_of_run(xs, j, run), mine=mine, plan=plan, dest=dest, keep=keep):
+        def body(carry, inp, plan=plan, dest=dest, keep=keep):
             prev, held, out = carry
-            _, k, p = inp
+            _, k, p, (xk, mk) = inp
             own, has, to, first, after = plan
 
             def reads():               # init[i] + what i's children sent; the same for the parent so far
-                xk = _read(x, k)
-                acc = init_of(xk) if init_of is not None else _read(mine, k)
-                if init_of is not None and mine is not None:
-                    acc = tmap(jnp.add, acc, _read(mine, k))
+                acc = init_of(xk) if init_of is not None else mk
+                if init_of is not None and mk is not None:
+                    acc = tmap(jnp.add, acc, mk)
                 if prev is not None:
                     acc = tmap(lambda a, b: a + jnp.where(after[k], b, zero(b)), acc, prev)
                 for s_, h in enumerate(held or ()):
@@ -341,7 +354,7 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
                         accp = tmap(lambda a, b: a + jnp.where(~first[k] & (to[k] == s_), b, zero(b)), accp, h)
                 return acc, accp, xk
             acc, accp, x = keep(reads)
-            to_parent, y = step(acc, accp, x, keep=keep)
+            to_parent, y = _remat(step, keep)(acc, accp, x)
             to_parent = tmap(lambda a, v: v.astype(a.dtype), zero_body, to_parent)
             if held is not None:
                 held = tuple(tmap(lambda h, v: jnp.where(to[k] == s_, jnp.where(first[k], v, h + v), h), h, to_parent)
@@ -349,7 +362,7 @@ def _backward(step, model: Model, init, xs, keep, with_parent):
             out = tuple(tmap(lambda o, v: o + jnp.where(dest[k] == d, v, zero(v)), o, to_parent) for d, o in enumerate(out))
             return (None if prev is None else to_parent, held, out), (acc, y)
         (_, h, out), ys[j] = _scan(body, (zero_body if after[sl].any() else None, held if uses else None,
-                                          (zero_body,) * len(dests)), run, True)
+                                          (zero_body,) * len(dests)), run, True, (_of_run(xs, j, run), mine))
         held = h if uses else held
         for d, o in zip(dests, out):
             sent = tmap(lambda s, v: s.at[d].add(v), sent, o)

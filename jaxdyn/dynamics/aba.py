@@ -3,7 +3,8 @@
 ``aba`` = pass 1 (velocities v, velocity-product accelerations c, bias forces pA), pass 2
 (articulated inertias IA and joint-space pivots U, D: :func:`aba_factor`, independent of tau),
 pass 2b (bias forces pa and u) and pass 3 (accelerations): :func:`aba_solve`.  The split lets
-one factorization serve many right-hand sides (M^-1, the derivative rule).
+one factorization serve many right-hand sides (M^-1, the derivative rule).  :func:`aba_factored`
+(what ``aba`` runs) does passes 2 and 2b in one sweep and returns the factorization with qdd.
 
 Every step is written once, component-first (:mod:`jaxdyn.spatial.linalg`), for one state and
 for a batch-last chunk of states (:mod:`jaxdyn.vmap_rule`, which passes a fusion barrier as
@@ -121,20 +122,22 @@ def aba_solve(model: Model, fac: ABAFactor, c, pA, tau, a0, keep=same):
 
 
 def articulated_step(acc, x, keep=same):
-    """Pass 2 and 2b of one body together (what :func:`aba_passes` runs): ``acc`` = (IA, pA),
-    x = (E, r, S, armature, c, tau, ...).  Returns ((Xup^T Ia Xup, Xup^T pa), (U, D^-1, u))."""
+    """Pass 2 and 2b of one body together (what :func:`aba_factored` runs): ``acc`` = (IA, pA),
+    x = (E, r, S, armature, c, tau, ...).  Returns ((Xup^T Ia Xup, Xup^T pa), (U, D^-1, U D^-1,
+    Ia, u))."""
     IA, pA = acc
     E, r, S, arm, c, tau = x[:6]
     IAp, (U, Dinv, UDinv, Ia) = inertia_step(IA, (E, r, S, arm), keep)
     pAp, u = bias_step(pA, (E, r, S, UDinv, Ia, c, tau), keep)
-    return (IAp, pAp), (U, Dinv, u)
+    return (IAp, pAp), (U, Dinv, UDinv, Ia, u)
 
 
-def aba_passes(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local", keep=same):
-    """qdd (nv, ...) of one state or a batch-last chunk (every argument with the same number
-    of trailing batch axes); f_ext (nb, 6, ...) Pinocchio order [force; moment], in
-    ``f_ext_frame`` ("local": each body's frame, "world").  Passes 2 and 2b run in one sweep
-    (:func:`articulated_step`)."""
+def aba_factored(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local", keep=same):
+    """(qdd, fac): qdd (nv, ...) of one state or a batch-last chunk (every argument with the
+    same number of trailing batch axes) and the :class:`ABAFactor` it was solved with, for
+    rules that reuse the factorization; f_ext (nb, 6, ...) Pinocchio order [force; moment],
+    in ``f_ext_frame`` ("local": each body's frame, "world").  Passes 2 and 2b run in one
+    sweep (:func:`articulated_step`); a caller that uses only qdd lets XLA drop the rest."""
     Xup, S = joint_transforms(model, q, keep)
     fx = None
     if f_ext is not None:
@@ -145,24 +148,17 @@ def aba_passes(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="
     a0 = jnp.broadcast_to(a0, (6,) + jnp.broadcast_shapes(a0.shape[1:], q.shape[1:], *(r.shape[2:] for r in Xup.r)))
     I = body_inertias(model)
     own = inertia_init(I, a0.shape[1:])                          # IA_i starts at I_i, pA_i at pass 1's
-    _, (U, Dinv, u) = backward_sweep(articulated_step, model, lambda x: (own(x), x[6]),
-                                     (Xup.E, Xup.r, S, per_run(model, model.armature), c, per_run(model, tau),
-                                      pA, I), keep)
+    (IA, _), (U, Dinv, UDinv, Ia, u) = backward_sweep(
+        articulated_step, model, lambda x: (own(x), x[6]),
+        (Xup.E, Xup.r, S, per_run(model, model.armature), c, per_run(model, tau), pA, I), keep)
     _, qdd = forward_sweep(acceleration_step, model, a0,
                            (Xup.E, Xup.r, S, U, Dinv, u, c), keep)
-    return qdd.dofs()
+    return qdd.dofs(), ABAFactor(Xup, S, U, Dinv, UDinv, Ia, IA[:-1])
 
 
-def aba_factored(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local"):
-    """(qdd, fac): the accelerations of :func:`aba_passes` (one state) and the
-    :class:`ABAFactor` they were solved with (passes 1, 2, then 2b and 3 by :func:`aba_solve`),
-    for rules that reuse the factorization."""
-    Xup, S = joint_transforms(model, q)
-    fac = aba_factor(model, Xup, S)
-    X0 = world_transforms(model, Xup) if f_ext is not None and f_ext_frame == "world" else None
-    c, pA = velocity_terms(model, Xup, S, qd, external_forces(model, f_ext, f_ext_frame, X0))
-    a0 = gravity_acceleration(model, gravity)
-    return aba_solve(model, fac, c, pA.bodies(), tau, a0), fac
+def aba_passes(model: Model, q, qd, tau, f_ext=None, gravity=None, f_ext_frame="local", keep=same):
+    """qdd (nv, ...) of :func:`aba_factored`."""
+    return aba_factored(model, q, qd, tau, f_ext, gravity, f_ext_frame, keep)[0]
 
 
 def minv_apply(model: Model, q, fac: ABAFactor, b):
