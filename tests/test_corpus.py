@@ -100,19 +100,28 @@ union's size), so the corpus is split into stacks of similar size."""
 
 
 def _run_stack(rows):
-    """rnea, crba and aba of every state of every member of one stack, in the members' layouts."""
+    """rnea, crba and aba of every state of every member of one stack, in the members' layouts.
+    The states move between the layouts in numpy (``Stack.member_dofs``), and q once per member
+    (``Stack.q``): an eager JAX call per state and robot would compile a small program for
+    each shape."""
     st = jaxdyn.stack([r[2] for r in rows])
     lanes = [j for j, r in enumerate(rows) for _ in r[3]]
     big = st.lanes(lanes)
-    pick = lambda k, f: jnp.stack([f(j, np.asarray(r[k]) + (1.0 if k == 3 else 0.0))
-                                   for j, row in enumerate(rows) for r in row[3]])
-    Q, V, A, TAU = pick(0, big.q), pick(1, big.v), pick(2, big.v), pick(3, big.v)
+    dofs = [big.member_dofs(j, "v") for j in range(len(rows))]
+
+    def v(j, x):                                    # member j's (n, nv_j) in the union's layout
+        out = np.zeros(x.shape[:-1] + (big.nv,))
+        out[..., dofs[j]] = x
+        return out
+    per = [[np.stack([np.asarray(r[k]) for r in row[3]]) for k in range(4)] for row in rows]
+    Q = np.concatenate([np.asarray(big.q(j, p[0])) for j, p in enumerate(per)])
+    V, A, TAU = (np.concatenate([v(j, p[k] + (1.0 if k == 3 else 0.0)) for j, p in enumerate(per)]) for k in (1, 2, 3))
     f = jax.jit(jax.vmap(lambda m, q, v, a, t: (jaxdyn.rnea(m, q, v, a), jaxdyn.crba(m, q), jaxdyn.aba(m, q, v, t))))
-    tau, M, qdd = f(big, Q, V, A, TAU)
+    tau, M, qdd = (np.asarray(x) for x in f(big, jnp.asarray(Q), jnp.asarray(V), jnp.asarray(A), jnp.asarray(TAU)))
     out, k = [], 0
     for j, (_, _, _, refs, _) in enumerate(rows):
-        mv = lambda x: np.asarray(big.member_v(j, x))
-        out.append([(mv(tau[k + s]), mv(mv(M[k + s]).T), mv(qdd[k + s])) for s in range(len(refs))])
+        d = dofs[j]
+        out.append([(tau[k + s][d], M[k + s][np.ix_(d, d)], qdd[k + s][d]) for s in range(len(refs))])
         k += len(refs)
     return out
 

@@ -3,6 +3,7 @@ on matrices with branch-induced sparsity: trees numbered depth-first and breadth
 permuted result), multi-dof bodies, a forest, a batch, and NaN on a tree that is not
 positive definite on its rows and columns (the other tree's block stays exact); the dense SPD
 inverses beneath them (pd_inverse, spd_inverse_components) likewise."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -49,11 +50,12 @@ def test_tree_inverse_equals_numpy():
         order = np.concatenate([r.dofs() for r in roots])
         assert sorted(order) == list(range(pair.shape[0])), name     # every dof once
         Ms = np.stack([spd_with_sparsity(pair, same, rng) for _ in range(3)], -1)
-        got = np.asarray(tree_spd_inverse(jnp.asarray(Ms), roots))
+        inverse = jax.jit(lambda M, roots=roots: tree_spd_inverse(M, roots))    # one program per shape
+        got = np.asarray(inverse(jnp.asarray(Ms)))
         for b in range(3):
             want = np.linalg.inv(Ms[..., b])
             np.testing.assert_allclose(got[..., b], want, rtol=0, atol=1e-12 * np.abs(want).max(), err_msg=name)
-        one = np.asarray(tree_spd_inverse(jnp.asarray(Ms[..., 0]), roots))
+        one = np.asarray(inverse(jnp.asarray(Ms[..., 0])))
         np.testing.assert_allclose(one, got[..., 0], rtol=0, atol=1e-13 * np.abs(one).max(), err_msg=name)
     assert [len(r.seg) for r in branches(*tree_masks(*CASES["humanoid-like, depth first"]))] == [6]
     assert len(branches(*tree_masks(*CASES["forest"]))) == 2
