@@ -59,7 +59,7 @@ def test_every_method_runs_in_float32():
            "aba_derivatives": jaxdyn.aba_derivatives(m, q, v, v)[0]}
     ref["vmap_aba"] = jnp.stack([ref["aba"], ref["aba"]])
     # each closed system's float64 reference is one solve (Schur's, on the closed model): the
-    # methods agree in float64 to 1e-10 (tests/test_constraints.py, tests/test_multichain.py)
+    # methods agree in float64 to 1e-9 (tests/test_constraints.py, tests/test_multichain.py)
     cm, qc = jaxdyn.mechanisms.quadruped()
     z = jnp.zeros(cm.model.nv)
     legged = jaxdyn.constrained_forward_dynamics(cm, jnp.asarray(qc), z, z + 1.0).qdd
