@@ -4,9 +4,10 @@ lowering (jaxpr to MLIR) and XLA compile seconds and counts the compiled program
     PYTHONPATH=benchmarks python -m pytest tests -p suite_profile -n 2 --dist worksteal
 
 writes ``benchmarks/results/suite_profile.json`` ({test id: {"wall", "trace", "lower",
-"compile", "programs"}}, the call phase only; xdist workers send theirs to the controller) and prints the tests with the most compile seconds.  Many programs for a few
-compile seconds are eager calls (one small program per primitive and shape); few programs for
-many seconds are large programs (autodiff references, all methods in one program).
+"compile", "programs"}}, the call phase only; xdist workers send theirs to the controller)
+and prints the tests with the most compile seconds.  Many programs for a few compile seconds
+are eager calls (one small program per primitive and shape); few programs for many seconds
+are large programs (autodiff references, all methods in one program).
 """
 from __future__ import annotations
 
