@@ -5,13 +5,13 @@ type (:attr:`jaxdyn.model.Topology.runs`: one or two runs for most robots, e.g. 
 base and its revolute limbs).  How a value moves between a body and its parent: from one
 body to the next (parent i - 1) through the scan's carry; between runs through the earlier
 runs' outputs (forward) or through sums carried along the run (backward).  The other links
-(a branch inside a run: a humanoid's torso, a hand's fingers):
+(a branch inside a run: a humanoid's torso, a hand's fingers) go through K values carried
+along the run and chosen by a static plan, so no step indexes a buffer of all bodies (whose
+reverse-mode cotangent would be the whole buffer at every step):
 
-* backward: the accumulators still waiting for children, K of them carried along the sweep
-  (:func:`accumulator_slots`: two for a humanoid) and chosen by a static plan, so no step
-  indexes a buffer (a one-state call is bound by the number of operations per step);
-* forward (:func:`_links`): where a run branches, every link goes through a buffer of
-  per-body values plus one *sink* slot (index nb) that stands for the world.
+* backward: the accumulators still waiting for children (:func:`accumulator_slots`: two for
+  a humanoid);
+* forward: the values still waiting for children (:func:`value_slots`: one for a humanoid).
 
 A step handles one body of a known joint type, so its motion subspace S has exactly that
 joint's columns.  Compile time does not grow with the number of bodies.
@@ -38,7 +38,7 @@ which applies it to the quantities it computes.  A run of one body is not a loop
 the identity.
 
 Each step is a ``jax.checkpoint``: reverse mode keeps what the step reads (its parent's or
-its own accumulator and its inputs, not the sweep's buffers) and recomputes the step when it
+its own accumulator and its inputs, not the values carried along the run) and recomputes the step when it
 runs backwards, instead of storing each of its intermediates (a step's dozens of small
 component arrays would each be written and read per body).  Per-body inputs are the scan's
 inputs, so their cotangents come back per body.
@@ -140,17 +140,32 @@ def _chain_links(model: Model):
     return (parent == np.arange(model.nb) - 1) & ~outer, outer
 
 
-def _links(model: Model):
-    """How a forward sweep passes each body's value to its children, (nb,) bool arrays
-    (direct, outer, slot).  Where every run is a set of chains (each body's parent is the body
-    before it, an earlier run's body or the world: arms, legged robots), a link is ``direct``
-    (through the scan's carry: the parent is the body before, in the same run) or ``outer``
-    (gathered from the earlier runs' outputs or the world's before the scan).  Otherwise
-    every link goes through a buffer kept along the sweep (``slot``)."""
-    direct, outer = _chain_links(model)
-    if not np.all(direct | outer):
-        return np.zeros(model.nb, bool), np.zeros(model.nb, bool), np.ones(model.nb, bool)
-    return direct, outer, np.zeros(model.nb, bool)
+def value_slots(parent, links):
+    """The static plan of the values that a root-to-leaves sweep keeps in slots (bodies visited
+    0..nb-1; ``parent`` (nb,)).  ``links`` (nb,) bool: the bodies that read their parent's value
+    from a slot (a branch inside a run).  A parent's value needs a slot from its own visit to
+    the visit of its last such child, so slots are reused: K = 1 for panda's fingers and for a
+    humanoid's torso.
+
+    Returns (K, read, own, writes), arrays (nb,): body i reads its parent's value from slot
+    read[i] where links[i], and writes its own value into slot own[i] where writes[i]."""
+    nb = len(parent)
+    links = np.asarray(links, bool)
+    last = {int(parent[i]): i for i in range(nb) if links[i]}
+    read, own, writes = np.zeros(nb, np.int32), np.zeros(nb, np.int32), np.zeros(nb, bool)
+    free, K = [], 0
+    for i in range(nb):
+        if links[i]:
+            read[i] = own[parent[i]]
+            if last[int(parent[i])] == i:       # read before i writes: i may reuse the slot
+                free.append(read[i])
+        if i in last:
+            writes[i] = True
+            if free:
+                own[i] = free.pop()
+            else:
+                own[i], K = K, K + 1
+    return K, read, own, writes
 
 
 def _cat(trees):
@@ -186,42 +201,47 @@ def forward_sweep_with_siblings(step, model: Model, init, sib_init, xs, keep=sam
     ``sib_init``: per-slot initial accumulators (leading axis nb + 1; ``()`` for none, which
     is :func:`forward_sweep`).  Returns (vals (nb + 1, ...), ys :class:`PerRun`).
 
-    Values reach the children as :func:`_links` says: through the carry (parent i - 1), gathered
-    from the earlier runs' outputs or the world's before the scan, or through the buffer."""
+    Values reach the children through the carry (parent i - 1), gathered from the earlier
+    runs' outputs or the world's before the scan, or (a branch inside a run) through one of K
+    values carried along the run (:func:`value_slots`)."""
     parent = _parents(model)
-    direct, outer, slot = _links(model)
+    direct, outer = _chain_links(model)
+    K, read, own, writes = value_slots(parent, ~direct & ~outer)
     init = tmap(jnp.asarray, init)
     world = tmap(lambda w: w[None], init)
     with_sib = jax.tree_util.tree_leaves(sib_init) != []
-    buf = tmap(lambda a: jnp.broadcast_to(a, (model.nb + 1,) + a.shape), init) if slot.any() else None
     sib, vals, ys = sib_init, [], []
     for j, run in enumerate(model.runs):
         sl = slice(run.start, run.stop)
         ext = None
         if outer[sl].any():       # the parent's value: an earlier run's output, or the world's
             ext = tmap(lambda a: a[np.where(outer[sl] & (parent[sl] >= 0), parent[sl], run.start)], _cat(vals + [world]))
-        flag = jnp.asarray(direct[sl])
+        plan = tuple(jnp.asarray(a[sl]) for a in (direct, outer, read, own, writes))
+        held = (init,) * K if writes[sl].any() else None
 
-        def body(carry, inp, flag=flag, keep=keep):
-            prev, buf, sib = carry
+        def body(carry, inp, plan=plan, keep=keep):
+            prev, held, sib = carry
             i, k, p, (x, e) = inp
+            direct, outer, read, own, writes = plan
 
             def reads():
-                if buf is not None:
-                    pv = _read(buf, p)
-                elif prev is None:
-                    pv = e
-                else:
-                    pv = prev if e is None else _select(flag[k], prev, e)
+                pv = None
+                for s_, h in enumerate(held or ()):
+                    pv = h if pv is None else _select(read[k] == s_, h, pv)
+                if e is not None:
+                    pv = e if pv is None else _select(outer[k], e, pv)
+                if prev is not None:
+                    pv = prev if pv is None else _select(direct[k], prev, pv)
                 return pv, _read(sib, p) if with_sib else (), x
             pv, ps, x = keep(reads)
             val, to_parent, y = _remat(step, keep)(pv, ps, x)
             val = tmap(lambda a, v: v.astype(a.dtype), init, val)
-            carry = (None if prev is None else val, None if buf is None else _write(buf, i, val),
-                     _add(sib, p, to_parent) if with_sib else sib)
+            if held is not None:
+                held = tuple(_select(writes[k] & (own[k] == s_), val, h) for s_, h in enumerate(held))
+            carry = (None if prev is None else val, held, _add(sib, p, to_parent) if with_sib else sib)
             return carry, (val, y)
-        (_, buf, sib), (val, y) = _scan(body, (init if direct[sl].any() else None, buf, sib), run, False,
-                                     (_of_run(xs, j, run), ext))
+        (_, _, sib), (val, y) = _scan(body, (init if direct[sl].any() else None, held, sib), run, False,
+                                      (_of_run(xs, j, run), ext))
         vals.append(val)
         ys.append(y)
     return _cat(vals + [world]), _by_run(ys)

@@ -12,12 +12,21 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from jaxdyn.tree import _links, accumulator_slots, backward_sweep, backward_sweep_with_parent, forward_sweep
+from jaxdyn.tree import (_chain_links, accumulator_slots, backward_sweep, backward_sweep_with_parent, forward_sweep,
+                         value_slots)
 
 
 def forest(nb, seed):
     m = jaxdyn.robots.random_tree(nb, 0.6, seed)
     roots = np.random.default_rng(seed).random(nb) < 0.2
+    roots[0] = True
+    return m.replace(parent=np.where(roots, -1, m.parent))
+
+
+def branched(nb, seed):
+    """A forest of one joint type: one run, branching inside it (a humanoid's torso)."""
+    m = jaxdyn.robots.random_tree(nb, 0.6, seed, joint_types=("revolute",))
+    roots = np.random.default_rng(seed).random(nb) < 0.1
     roots[0] = True
     return m.replace(parent=np.where(roots, -1, m.parent))
 
@@ -50,13 +59,14 @@ def subtree_sums(parent, w):
     return out
 
 
-@pytest.mark.parametrize("nb, seed, build", [(1, 0, forest), (12, 1, forest), (40, 2, forest), (30, 3, chains)])
+@pytest.mark.parametrize("nb, seed, build", [(1, 0, forest), (12, 1, forest), (40, 2, forest), (30, 3, chains),
+                                            (40, 4, branched)])
 def test_sweeps_sum_subtrees_paths_and_earlier_siblings(nb, seed, build):
     m = build(nb, seed)
     parent = np.asarray(m.parent)
-    assert len(m.runs) > 1 or nb == 1
+    assert len(m.runs) > 1 or nb == 1 or build is branched
     if build is chains:
-        assert _links(m)[0].any()
+        assert _chain_links(m)[0].any()
     w = np.random.default_rng(seed).normal(size=(nb, 3, 2))          # a trailing batch axis of 2
     sub = subtree_sums(parent, w)
 
@@ -86,4 +96,23 @@ def test_a_chain_keeps_one_accumulator():
     K, own, has, to, first = accumulator_slots(np.arange(-1, 9))
     assert K == 1 and np.all(to[1:] == 0) and to[0] == K and np.all(first[1:]) and not has[-1]
     K, *_ = accumulator_slots(np.asarray(forest(40, 2).parent))
-    assert K < 40 and _links(forest(40, 2))[2].all()         # a forest with branches in a run: slots
+    assert K < 40
+
+
+@pytest.mark.parametrize("nb, seed", [(12, 1), (40, 2), (60, 5)])
+def test_value_slots_hold_each_parent_until_its_last_child(nb, seed):
+    """Played in numpy, the forward plan gives every body that reads a slot its parent's value
+    (each body writes its index), and uses fewer slots than bodies."""
+    m = branched(nb, seed)
+    parent = np.asarray(m.parent)
+    direct, outer = _chain_links(m)
+    links = ~direct & ~outer
+    K, read, own, writes = value_slots(parent, links)
+    assert links.any() and 0 < K < links.sum()
+    held = np.full(K, -1)
+    for i in range(nb):
+        if links[i]:
+            assert held[read[i]] == parent[i], f"body {i} reads slot {read[i]} holding {held[read[i]]}"
+        if writes[i]:
+            held[own[i]] = i
+    assert value_slots(np.arange(-1, 5), np.zeros(6, bool))[0] == 0      # a chain: no slot
