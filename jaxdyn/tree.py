@@ -38,9 +38,9 @@ which applies it to the quantities it computes.  A run of one body is not a loop
 the identity.
 
 Each step is a ``jax.checkpoint``: reverse mode keeps what the step reads (its parent's or
-its own accumulator and its inputs, not the values carried along the run) and recomputes the step when it
-runs backwards, instead of storing each of its intermediates (a step's dozens of small
-component arrays would each be written and read per body).  Per-body inputs are the scan's
+its own accumulator and its inputs, not the values carried along the run) and recomputes the
+step when it runs backwards, instead of storing each of its intermediates (a step's dozens of
+small component arrays would each be written and read per body).  Per-body inputs are the scan's
 inputs, so their cotangents come back per body.
 """
 from __future__ import annotations
@@ -221,7 +221,7 @@ def forward_sweep_with_siblings(step, model: Model, init, sib_init, xs, keep=sam
 
         def body(carry, inp, plan=plan, keep=keep):
             prev, held, sib = carry
-            i, k, p, (x, e) = inp
+            _, k, p, (x, e) = inp
             direct, outer, read, own, writes = plan
 
             def reads():
