@@ -117,12 +117,9 @@ def _read(buf, slot):
     return tmap(lambda b: lax.dynamic_index_in_dim(b, slot, keepdims=False), buf)
 
 
-def _write(buf, slot, vals):
-    return tmap(lambda b, v: lax.dynamic_update_index_in_dim(b, v.astype(b.dtype), slot, 0), buf, vals)
-
-
 def _add(buf, slot, vals):
-    return _write(buf, slot, tmap(lambda a, v: a + v.astype(a.dtype), _read(buf, slot), vals))
+    """buf[slot] += vals, leaf by leaf."""
+    return tmap(lambda b, v: lax.dynamic_update_index_in_dim(b, _read(b, slot) + v.astype(b.dtype), slot, 0), buf, vals)
 
 
 def _parents(model: Model):
