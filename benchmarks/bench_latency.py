@@ -38,7 +38,12 @@ def kernels_per_call(compiled, call, n=20):
     import gzip
     import tempfile
     import jax
-    names = set(re.findall(r"^\s*(?:ROOT )?%?([\w.\-]+) = \S+ (?!while\()", compiled.as_text(), re.M))
+    names = set()
+    for line in compiled.as_text().splitlines():
+        m = re.match(r"\s*(?:ROOT )?%?([\w.\-]+) = ", line)
+        op = m and re.search(r"\b([a-z][\w\-]*)\(", line[m.end():])
+        if op and op.group(1) != "while":
+            names.add(m.group(1))
     with tempfile.TemporaryDirectory() as d:
         with jax.profiler.trace(d, create_perfetto_trace=True):
             for _ in range(n):
