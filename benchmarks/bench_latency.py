@@ -111,7 +111,9 @@ def main():
     y = np.array([res[k]["us"] for k in algs])
     b, a = np.polyfit(x, y, 1)
     import jax
-    doc = {"jax": jax.__version__, "cpus": os.cpu_count(), "results": res,
+    import datetime
+    doc = {"date": datetime.date.today().isoformat(), "jax": jax.__version__, "cpus": os.cpu_count(),
+           "rounds": args.rounds, "calls": CALLS, "results": res,
            "fit": {"fixed_us": float(a), "per_kernel_ns": float(b * 1e3)}}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
