@@ -9,8 +9,9 @@ an instruction of the compiled program (``compiled.as_text()``), not a ``while``
 squares line latency = a + b * kernels over every robot and algorithm (the no-op left out)
 gives the fixed cost of a call (a) and the cost of a kernel (b).
 
-Each round runs in a fresh process pinned to core 0 (``--rounds`` of them); a latency is the
-least over the rounds of the 10th percentile of 3000 calls.  Writes JSON and a PNG plot.
+Each round runs in a fresh process pinned to core 0 (``--rounds`` of them, and one more that
+counts the kernels); a latency is the least over the rounds of the 10th percentile of 3000
+calls.  Writes JSON and a PNG plot.
 
 Usage: python benchmarks/bench_latency.py [--rounds 3] [--robots panda,anymal_c,talos_reduced,g1]
          [--out benchmarks/results/latency.json]
@@ -97,15 +98,15 @@ def main():
     if args.worker:
         return worker(args)
     runs = []
-    for r in range(args.rounds):            # the profiler runs in the first round only (after its timing)
+    for r in range(args.rounds + 1):        # the last process counts kernels (a profiler slows what follows it)
         cmd = ["taskset", "-c", "0", sys.executable, os.path.abspath(__file__), "--worker", "--robots", args.robots]
-        p = subprocess.run(cmd + (["--count"] if r == 0 else []), capture_output=True, text=True,
+        p = subprocess.run(cmd + (["--count"] if r == args.rounds else []), capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), HERE])})
         if p.returncode:
             raise SystemExit(p.stderr[-3000:])
         runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
         print(f"round {r} done", flush=True)
-    res = {k: {"us": min(run[k]["us"] for run in runs), "kernels": runs[0][k]["kernels"]} for k in runs[0]}
+    res = {k: {"us": min(run[k]["us"] for run in runs[:-1]), "kernels": runs[-1][k]["kernels"]} for k in runs[0]}
     algs = [k for k in res if not k.endswith("/noop")]
     x = np.array([res[k]["kernels"] for k in algs])
     y = np.array([res[k]["us"] for k in algs])
