@@ -22,12 +22,11 @@ import argparse
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 
 from bench_engine import pin_model  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from timing import alternate  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CALLS = 3000
@@ -54,7 +53,9 @@ def kernels_per_call(compiled, call, n=20):
 
 
 def worker(args):
-    """{robot/function: {"us": p10 latency, "kernels": per call}} of this process."""
+    """{robot/function: p10 latency (µs)} of this process, or with ``--count`` {robot/function:
+    kernels per call} (a profiler session slows the calls timed after it, so a process does one
+    or the other)."""
     import time
     import warnings
     import jax
@@ -75,15 +76,15 @@ def worker(args):
             g = jax.jit(f)
             call = lambda: g(m, q, v, t).block_until_ready()      # noqa: E731
             call()
+            if args.count:
+                out[f"{name}/{fn}"] = kernels_per_call(g.lower(m, q, v, t).compile(), call)
+                continue
             ts = np.empty(CALLS)
             for i in range(CALLS):
                 t0 = time.perf_counter()
                 call()
                 ts[i] = time.perf_counter() - t0
-            row = {"us": float(np.percentile(ts, 10) * 1e6)}
-            if args.count:
-                row["kernels"] = kernels_per_call(g.lower(m, q, v, t).compile(), call)
-            out[f"{name}/{fn}"] = row
+            out[f"{name}/{fn}"] = float(np.percentile(ts, 10) * 1e6)
     print(json.dumps(out))
 
 
@@ -97,16 +98,10 @@ def main():
     args = ap.parse_args()
     if args.worker:
         return worker(args)
-    runs = []
-    for r in range(args.rounds + 1):        # the last process counts kernels (a profiler slows what follows it)
-        cmd = ["taskset", "-c", "0", sys.executable, os.path.abspath(__file__), "--worker", "--robots", args.robots]
-        p = subprocess.run(cmd + (["--count"] if r == args.rounds else []), capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(HERE), HERE])})
-        if p.returncode:
-            raise SystemExit(p.stderr[-3000:])
-        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
-        print(f"round {r} done", flush=True)
-    res = {k: {"us": min(run[k]["us"] for run in runs[:-1]), "kernels": runs[-1][k]["kernels"]} for k in runs[0]}
+    os.sched_setaffinity(0, {0})            # the workers inherit core 0
+    us = alternate(__file__, ["--robots", args.robots], rounds=args.rounds)["after"]
+    kernels = alternate(__file__, ["--robots", args.robots, "--count"], rounds=1)["after"]
+    res = {k: {"us": us[k], "kernels": kernels[k]} for k in us}
     algs = [k for k in res if not k.endswith("/noop")]
     x = np.array([res[k]["kernels"] for k in algs])
     y = np.array([res[k]["us"] for k in algs])
