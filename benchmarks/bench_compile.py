@@ -27,7 +27,9 @@ functions on talos_reduced, each its own process):
   the minimum of N first calls is for the other cases).
 
 The script runs against whatever ``jaxdyn`` is importable (``PYTHONPATH`` picks a checkout),
-so the same file measures a commit before and after a change.  Writes JSON (appending the
+so the same file measures a commit before and after a change.  Every case runs as ``python -c``
+or ``python -m jaxdyn.cli`` in the temporary folder: the current folder comes first on
+``sys.path``, and from a checkout's root it would import that checkout instead.  Writes JSON (appending the
 label's results) and a PNG plot.
 """
 from __future__ import annotations
@@ -167,7 +169,7 @@ print(first(jax.jit(jax.vmap(jaxdyn.aba)), big, Q, V, V))
 
 def run_case(code, env=None, timeout=1800):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                       env={**os.environ, **(env or {})})
+                       env={**os.environ, **(env or {})}, cwd=tempfile.gettempdir())
     if r.returncode != 0:
         return {"error": r.stderr.strip().splitlines()[-1][:300] if r.stderr.strip() else f"exit {r.returncode}"}
     return {"s": float(r.stdout.strip().splitlines()[-1])}
@@ -176,7 +178,8 @@ def run_case(code, env=None, timeout=1800):
 def run_cli(tool, cache_dir, out_dir):
     env = {**os.environ, "JAXDYN_CACHE_DIR": cache_dir, "JAX_COMPILATION_CACHE_DIR": cache_dir}
     t0 = time.perf_counter()
-    r = subprocess.run(["jaxdyn", tool, "--out", out_dir], capture_output=True, text=True, env=env, timeout=3600)
+    r = subprocess.run([sys.executable, "-m", "jaxdyn.cli", tool, "--out", out_dir], capture_output=True, text=True,
+                       env=env, timeout=3600, cwd=tempfile.gettempdir())
     dt = time.perf_counter() - t0
     return {"s": dt} if r.returncode == 0 else {"s": dt, "error": (r.stderr or r.stdout).strip()[-300:]}
 
