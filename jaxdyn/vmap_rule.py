@@ -10,7 +10,7 @@ every array carries one trailing batch axis.  ``jax.vmap`` of a plain function w
 batch *first* and turn every 6 x 6 product into a batched ``dot``; the entry points carry a
 ``custom_vmap`` rule (:func:`batchable`) that runs the same code batch-last instead,
 with C states on the minor axis, so that each product is a vectorized loop over C
-(``jax.jit(jax.vmap(aba))`` ~10x faster than a plain vmap of the same passes on a CPU).
+(figures: ``docs/performance.md``).
 
 On the CPU the rule splits the batch into n chunks of C states (chunk i holds the states
 c n + i, c = 0..C-1), run one after the other by a ``lax.fori_loop`` so that a chunk's arrays
@@ -145,8 +145,7 @@ def batchable(core, chunk, layout):
     runs :func:`run_batch` in chunks of ``chunk`` states on the CPU, or :func:`run_members`
     (with ``layout``) over the lanes of a per-member :class:`jaxdyn.Stack`.  One state runs
     as a batch of one lane (every argument with a trailing axis 1): the products are then the
-    elementwise ones that XLA fuses into a few kernels per body (on one core: panda's ``aba``
-    44 µs per call against 58 with a ``dot`` per product)."""
+    elementwise ones that XLA fuses into a few kernels per body, not a ``dot`` each."""
     @jax.custom_batching.custom_vmap
     def f(*args):
         out = core(*tmap(lambda x: x[..., None], args))

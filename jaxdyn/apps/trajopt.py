@@ -17,23 +17,18 @@ first sample's d qdd / d Z).  For L-BFGS this is the initial Hessian ``I + rho C
 of a multiple of I; it suits plans within their torque limits (saturation breaks the double
 integrator, see :func:`optimize`).  After the last round, Gauss-Newton steps Z <- Z - C^+ c on
 the terminal constraint remove what the augmented Lagrangian leaves of it (the best iterate is
-kept).  On the PUMA's default point-to-point problem, 2 preconditioned rounds of 50 L-BFGS
-steps end at effort 3294.6 and a terminal error of 4e-13; without both, 8 rounds ended at
-3320.2 and 2.3e-4.
+kept).  What each buys on the PUMA's default problem: ``docs/trajopt.md``.
 
 ``shooting="kinematic"`` (acceleration parametrization of a fully actuated open chain) runs the
 rounds on :func:`kinematic_rollout`: the decision variables are the held accelerations, the
 states follow from them in closed form and the torques are one batched RNEA over the samples,
-so an evaluation has no forward dynamics and nothing sequential but the closed-form integration
-(PUMA default: ~2 ms per L-BFGS step, against ~70 ms through 100 RK4 samples in the same run).
+so an evaluation has no forward dynamics and nothing sequential but the closed-form integration.
 That plan, as held torques, drifts from the kinematic states (the acceleration of a held torque
-moves within a sample: ~1 rad at the end of the PUMA default); the restoration's Gauss-Newton
-steps on the RK4 rollout remove that drift.  The result optimizes the kinematic transcription's
-effort, not the rollout's: on the PUMA (20 ms samples) it ends 0.6-2 % below single shooting's
-effort (6 targets) in 0.5 s against 7 s after compiling; where light links make the held
-torque's drift large (the UR5's wrists at 10 ms) the restoration moves the plan far from the
-kinematic optimum (effort 433 against 169 for single shooting), so single shooting is the
-default.
+moves within a sample); the restoration's Gauss-Newton steps on the RK4 rollout remove that
+drift.  The result optimizes the kinematic transcription's effort, not the rollout's: with
+samples short against the arm's dynamics it ends near single shooting's effort, faster; where
+light links make the held torque's drift large the restoration moves the plan far from the
+kinematic optimum, so single shooting is the default (figures: ``docs/trajopt.md``).
 
 Each round of the optimizer is one loop inside ``jit``; the problem is a pytree whose
 data (targets, initial state, weights, limits) are traced, so a new target reuses the

@@ -81,8 +81,7 @@ def _bias_inertia(v, I, h):
     inertia I (6, 6, ...) and momentum h = I v = [n; f] (Carpentier & Mansard 2018; the
     matrix whose subtree sums BC enter the derivatives).  With v x = [[w x, 0], [u x, w x]],
     written entry by entry with the zeros of the cross-product matrices left out: 216 products
-    of the 432 of two 6x6 products, and no concatenation inside the fused loop (which ran
-    this step 1.7x slower on a talos_reduced chunk)."""
+    of the 432 of two 6x6 products, and no concatenation inside the fused loop."""
     W, U = _skew_rows(v[:3]), _skew_rows(v[3:])
     N, F = _skew_rows(h[:3]), _skew_rows(h[3:])
     Cv = [W[r] + [None] * 3 for r in range(3)] + [U[r] + W[r] for r in range(3)]       # v x

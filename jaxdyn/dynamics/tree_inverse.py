@@ -16,10 +16,9 @@ and with G = D^-1 B (each G_c = D_c^-1 B_c), the Schur complement S = A - B^T G:
 D_c^-1 is the same formula one branch down; a branch without children inverts its own block.
 Every block is inverted densely (:func:`jaxdyn.dynamics.common.spd_inverse_components` up to
 :data:`SMALL_BLOCK` dofs, else Gauss-Jordan sweeps), so the work is the branches' own
-inverses plus one rank-|s| update per branch point.  For talos_reduced (a free
-base whose 6 dofs carry two legs and a torso with arms and head; nv = 38) that is 5.6 µs per
-matrix in chunks of 32 against 15-16 µs for Gauss-Jordan sweeps on all of M.  A chain is one
-branch: its block is M itself.
+inverses plus one rank-|s| update per branch point, instead of sweeps over all of M (nv = 38
+on talos_reduced, whose largest block has 7 dofs).  A chain is one branch: its block is M
+itself.
 
 Matrices are component-first (n, n, ...) with an optional batch after the matrix axes, as in
 :mod:`jaxdyn.dynamics.derivative_sweeps`.  A block that is not positive definite gives NaN,
@@ -44,12 +43,8 @@ from .common import spd_inverse_components
 
 SMALL_BLOCK = 3
 """Blocks of up to this many dofs are inverted by the unrolled Cholesky
-(:func:`jaxdyn.dynamics.common.spd_inverse_components`), larger ones by Gauss-Jordan sweeps.
-Talos_reduced's M^-1 (blocks of 2, 6 and 7 dofs), chunks of 32: 6.2-6.3 µs per matrix with
-2 or 3, 6.5 with 8 (the compiled program twice as large: ``derivatives_batch`` compiled in
-4.4 s instead of 2.7), 9.5 with 1; Gauss-Jordan sweeps on all of M: 15-16 µs.  (Measured
-with a product per pair of children; with the children's rows stacked into one product, as
-now, 5.6 µs with 3.)"""
+(:func:`jaxdyn.dynamics.common.spd_inverse_components`), larger ones by Gauss-Jordan sweeps
+(the threshold's measurements: ``benchmarks/results/history.md``)."""
 
 
 SWEEP_BLOCK = 2
