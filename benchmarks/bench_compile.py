@@ -29,8 +29,8 @@ functions on talos_reduced, each its own process):
 The script runs against whatever ``jaxdyn`` is importable (``PYTHONPATH`` picks a checkout),
 so the same file measures a commit before and after a change.  Every case runs as ``python -c``
 or ``python -m jaxdyn.cli`` in the temporary folder: the current folder comes first on
-``sys.path``, and from a checkout's root it would import that checkout instead.  Writes JSON (appending the
-label's results) and a PNG plot.
+``sys.path``, and from a checkout's root it would import that checkout instead.  Writes JSON
+(appending the label's results) and a PNG plot.
 """
 from __future__ import annotations
 

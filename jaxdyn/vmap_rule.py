@@ -10,7 +10,7 @@ every array carries one trailing batch axis.  ``jax.vmap`` of a plain function w
 batch *first* and turn every 6 x 6 product into a batched ``dot``; the entry points carry a
 ``custom_vmap`` rule (:func:`batchable`) that runs the same code batch-last instead,
 with C states on the minor axis, so that each product is a vectorized loop over C
-(figures: ``docs/performance.md``).
+(the gain on a CPU: ``docs/batching.md``).
 
 On the CPU the rule splits the batch into n chunks of C states (chunk i holds the states
 c n + i, c = 0..C-1), run one after the other by a ``lax.fori_loop`` so that a chunk's arrays
