@@ -318,7 +318,8 @@ def test_floating_base_far_from_origin():
     """Every method is invariant to translating a floating base (uniform gravity): at 1000 km
     from the origin nothing loses digits (crba did: 1e-4 relative)."""
     import jax
-    m = jaxdyn.robots.random_tree(7, 0.5, 3, floating_base=True)
+    m = jaxdyn.robots.random_tree(7, 0.5, 141, floating_base=True)
+    assert len(set(m.types)) == 7
     rng = np.random.default_rng(0)
     q = np.array(jaxdyn.random_configuration(m, jax.random.PRNGKey(2)))
     v, tau = rng.normal(size=m.nv), rng.normal(size=m.nv)

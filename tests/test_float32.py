@@ -16,7 +16,7 @@ CODE = textwrap.dedent("""
     import json, numpy as np, jax, jax.numpy as jnp
     import jaxdyn
     out = {}
-    m = jaxdyn.robots.random_tree(8, 0.5, 3, floating_base=True)
+    m = jaxdyn.robots.random_tree(8, 0.5, 28, floating_base=True)
     q = jnp.asarray(np.asarray(jaxdyn.neutral(m)) + 0.3 * np.random.default_rng(0).normal(size=m.nq), jnp.float32)
     v = jnp.linspace(-1.0, 1.0, m.nv)
     out["dtype"] = str(q.dtype)
@@ -51,7 +51,7 @@ def test_every_method_runs_in_float32():
     assert r.returncode == 0, r.stderr[-3000:]
     f32 = json.loads(r.stdout.strip().splitlines()[-1])
     assert f32["dtype"] == "float32"
-    m = jaxdyn.robots.random_tree(8, 0.5, 3, floating_base=True)
+    m = jaxdyn.robots.random_tree(8, 0.5, 28, floating_base=True)
     q = jnp.asarray(np.asarray(jaxdyn.neutral(m)) + 0.3 * np.random.default_rng(0).normal(size=m.nq), jnp.float32)
     q = q.astype(jnp.float64)
     v = jnp.linspace(-1.0, 1.0, m.nv)
