@@ -168,7 +168,8 @@ def test_aba_implicit_rule_equals_autodiff_through_the_passes(floating, frame):
     from jaxdyn.dynamics.aba import aba_passes
     aba_unwrapped = lambda m, *a: aba_passes(m, *a)
     kinds = ("revolute", "revolute_unbounded", "prismatic", "helical", "spherical", "planar")
-    m = jaxdyn.robots.random_tree(6, 0.5, 6, floating_base=floating, joint_types=kinds)
+    m = jaxdyn.robots.random_tree(6, 0.5, 6 if floating else 10, floating_base=floating, joint_types=kinds)
+    assert len(set(m.types)) == 6         # fixed: each kind; floating: the free base and five kinds
     m = m.replace(armature=jnp.linspace(0.0, 0.1, m.nv))
     r = np.random.default_rng(0)
     q = jaxdyn.random_configuration(m, jax.random.PRNGKey(1))
