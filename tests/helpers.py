@@ -62,7 +62,7 @@ SMALL_MODELS = {
     "puma560": lambda: jaxdyn.robots.puma560(),
     "stanford": lambda: jaxdyn.robots.stanford_arm(),
     "planar3": lambda: jaxdyn.robots.planar3(),
-    "tree_float": lambda: jaxdyn.robots.random_tree(10, 0.5, 4, floating_base=True),      # all seven joint types
+    "tree_float": lambda: jaxdyn.robots.random_tree(10, 0.5, 384, floating_base=True),    # all seven joint types
     "tree_sph": lambda: jaxdyn.robots.random_tree(9, 0.3, 383, joint_types=("spherical", "prismatic", "revolute")),
 }
 """Builders of the seeds' arms and two random trees, by name: PUMA 560, Stanford arm, planar 3R,
