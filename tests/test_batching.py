@@ -183,8 +183,8 @@ def test_two_processes_on_the_loopback_address(tmp_path):
 def stack_members():
     panda = jaxdyn.load_urdf(urdf_path("panda"))
     return [jaxdyn.robots.puma560(), jaxdyn.robots.stanford_arm(), panda,
-            jaxdyn.robots.random_tree(5, 0.5, 1, floating_base=True),
-            jaxdyn.robots.random_tree(6, 0.6, 2, floating_base=True)]
+            jaxdyn.robots.random_tree(5, 0.5, 14, floating_base=True),
+            jaxdyn.robots.random_tree(6, 0.6, 6, floating_base=True)]          # all seven joint types, union in 4 runs
 
 
 def test_stack_runs_every_member_as_itself():
@@ -192,6 +192,7 @@ def test_stack_runs_every_member_as_itself():
     crba, forward kinematics and the derivatives equals each member's own result, in the
     member's layout; the members' q and v round-trip through the union's layout."""
     ms = stack_members()
+    assert len(set(ms[3].types) | set(ms[4].types)) == 7
     st = jaxdyn.stack(ms)
     assert st.nb < sum(m.nb for m in ms)                   # the union shares bodies
     rng = np.random.default_rng(0)
