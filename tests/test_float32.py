@@ -52,6 +52,7 @@ def test_every_method_runs_in_float32():
     f32 = json.loads(r.stdout.strip().splitlines()[-1])
     assert f32["dtype"] == "float32"
     m = jaxdyn.robots.random_tree(8, 0.5, 28, floating_base=True)
+    assert len(set(m.types)) == 7
     q = jnp.asarray(np.asarray(jaxdyn.neutral(m)) + 0.3 * np.random.default_rng(0).normal(size=m.nq), jnp.float32)
     q = q.astype(jnp.float64)
     v = jnp.linspace(-1.0, 1.0, m.nv)
