@@ -88,10 +88,10 @@ def batch_states(m, n, seed):
 
 
 def singular_forest(damping=None):
-    """A fixed-base forest (nv = 8) of two trees, bodies 0-2 and 3-5, every joint type but FREE,
-    whose first tree ends in a massless leaf on a prismatic joint (body 2: its block of M is
-    singular) and whose second tree is regular.  Returns (model, dofs of the first tree,
-    dofs of the second)."""
+    """A fixed-base forest (nv = 8) of two trees, bodies 0-2 and 3-5, of revolute, spherical,
+    prismatic and helical joints, whose first tree ends in a massless leaf on a prismatic joint
+    (body 2: its block of M is singular) and whose second tree is regular.  Returns (model,
+    dofs of the first tree, dofs of the second)."""
     import jax.numpy as jnp
     r = np.random.default_rng(0)
     nb = 6

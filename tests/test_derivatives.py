@@ -52,7 +52,10 @@ def test_urdf_robots_match_pinocchio(robot_pair, name):
 
 
 def test_random_floating_tree_every_joint_type_matches_pinocchio():
-    m = align_rub_axes(jaxdyn.robots.random_tree(10, 0.5, 4, floating_base=True))
+    # Pinocchio's RNEA derivatives agree with finite differences of its rnea on this tree, not
+    # on every tree with every joint type (test_tree_where_pinocchio_derivatives_are_inconsistent)
+    m = align_rub_axes(jaxdyn.robots.random_tree(10, 0.5, 918, floating_base=True))
+    assert len(set(m.types)) == 7
     pm = to_pinocchio(m)
     r = np.random.default_rng(1)
     states = [(np.asarray(jaxdyn.random_configuration(m, jax.random.PRNGKey(s))), r.normal(size=m.nv),

@@ -164,7 +164,8 @@ def test_q_off_the_unit_sphere_is_its_projection():
     the unit sphere (every rotation coordinate scaled and perturbed), rnea, crba, aba and the
     kinematics equal the same functions at jaxdyn.normalize(q).  A floating random tree with
     every joint type; one compiled call."""
-    m = jaxdyn.robots.random_tree(10, 0.4, 3, floating_base=True)
+    m = jaxdyn.robots.random_tree(10, 0.4, 92, floating_base=True)
+    assert len(set(m.types)) == 7
     q, qd, x = rand_state(m, 0)
     off = q * 1.3 + 0.05 * jnp.asarray(np.random.default_rng(2).normal(size=m.nq))
 

@@ -31,7 +31,8 @@ def test_regressor_matches_pinocchio(robot_pair, name):
 
 
 def test_regressor_random_tree_every_joint_type():
-    m = align_rub_axes(jaxdyn.robots.random_tree(9, 0.5, 5, floating_base=True))
+    m = align_rub_axes(jaxdyn.robots.random_tree(9, 0.5, 243, floating_base=True))
+    assert len(set(m.types)) == 7
     r = np.random.default_rng(0)
     states = [(np.asarray(jaxdyn.random_configuration(m, jax.random.PRNGKey(s))), r.normal(size=m.nv),
                r.normal(size=m.nv), None) for s in range(2)]
