@@ -147,8 +147,8 @@ def _identities(model, q, qd, tau):
 def test_rnea_inverts_aba_on_random_trees(nb, branching, seed, floating):
     """rnea(aba(tau)) == tau, M qdd + h == tau and the UDU^T method agrees, on random trees
     with every joint type (hypothesis shrinks a failure to the smallest tree)."""
-    m = jaxdyn.robots.random_tree(nb, branching, seed, joint_types=("revolute", "prismatic", "helical",
-                                                                    "spherical", "planar"), floating_base=floating)
+    m = jaxdyn.robots.random_tree(nb, branching, seed, joint_types=("revolute", "prismatic", "helical", "spherical",
+                                                                    "revolute_unbounded", "planar"), floating_base=floating)
     rng = np.random.default_rng(seed)
     q = np.asarray(jaxdyn.random_configuration(m, jax.random.PRNGKey(seed)))
     qd, tau = rng.normal(size=m.nv), rng.normal(size=m.nv)

@@ -135,7 +135,8 @@ def test_integrate_difference_match_pinocchio():
 
 
 def test_integrate_difference_roundtrip():
-    m = jaxdyn.robots.random_tree(10, 0.5, 4, floating_base=True)
+    m = jaxdyn.robots.random_tree(10, 0.5, 918, floating_base=True)
+    assert len(set(m.types)) == 7
     for s in range(3):
         q0 = jaxdyn.random_configuration(m, jax.random.PRNGKey(s))
         v = jnp.asarray(np.random.default_rng(s).normal(size=m.nv))
@@ -144,9 +145,14 @@ def test_integrate_difference_roundtrip():
 
 
 def test_jacobian_columns_equal_fd_of_fk():
-    m = jaxdyn.robots.random_tree(8, 0.5, 4, floating_base=True)
+    m = jaxdyn.robots.random_tree(8, 0.5, 663, floating_base=True)
     q = jaxdyn.random_configuration(m, jax.random.PRNGKey(0))
     name = m.body_names[-1]
+    path, i = set(), m.nb - 1                                    # the frame's joints: every type
+    while i >= 0:
+        path.add(int(m.jtype[i]))
+        i = int(m.parent[i])
+    assert len(path) == 7
     J = jaxdyn.frame_jacobian(m, q, name, "local_world_aligned")
     R0, p0 = jaxdyn.frame_pose(m, q, name)
     eps = 1e-6
