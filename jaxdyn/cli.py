@@ -100,7 +100,7 @@ def _setup(args) -> _Setup:
     import numpy as np
 
     import jaxdyn
-    from .apps.common import output_dir, require_joints
+    from .apps.common import output_dir, require_joints, require_stable_step
     from .config import check_method, load_config, sim_steps
     from .errors import ConfigError
     from .io.named import start_configuration
@@ -159,6 +159,8 @@ def _setup(args) -> _Setup:
     if closed is not None and sim["method"] in ("rccfd", "lilly_orin"):
         from .io.mechanisms import STRUCTURED
         system = STRUCTURED[cfg["robot"]["name"]]()[0]      # same state layout, chain structure
+    require_stable_step(closed if closed is not None else model, q0, sim["dt"], sim["integrator"],
+                        f"{cfg['name']}: simulation.dt", " or integrator = \"rkf45\" (adaptive)")
     args.out_dir = output_dir(args.out, out_name)
     return _Setup(cfg, args.out_dir, model, system, closed, q0, qd0, ctrl, traj_fn, sim_steps(cfg),
                   getattr(args, "started", None))

@@ -362,6 +362,59 @@ def test_cli_config_errors_exit_2_one_line(tmp_path, capsys, body, pattern):
     assert len(err.strip().splitlines()) == 1
 
 
+_DAMPED_URDF = """<robot name="damped"><link name="base"/>
+  <link name="arm"><inertial><origin xyz="0 0 0"/><mass value="1"/>
+    <inertia ixx="0.02" iyy="0.02" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <joint name="hinge" type="revolute"><parent link="base"/><child link="arm"/><axis xyz="0 0 1"/>
+    <limit lower="-3" upper="3" effort="10" velocity="5"/><dynamics damping="1.0"/></joint></robot>"""
+
+
+@pytest.mark.parametrize("tool", ["simulate", "trajopt"])
+def test_cli_fixed_step_too_long_for_the_joint_damping_is_named(tmp_path, capsys, tool):
+    """A link of 0.01 kg m^2 on a joint damped at 1 N m s decays at 100 1/s: RK4 is stable only
+    for dt <= 2.7853 / 100 s.  At dt = 0.05 both tools exit 2 before computing, naming the
+    config key, the rate and the longest stable step; at dt = 0.02 the simulation runs."""
+    from jaxdyn.cli import main
+    urdf = tmp_path / "damped.urdf"
+    urdf.write_text(_DAMPED_URDF)
+    table, integrator = ("simulation", "integrator") if tool == "simulate" else ("problem", "stepper")
+    extra = "" if tool == "simulate" else "q_final = [0.5]\n"
+    for dt in (0.05, 0.02) if tool == "simulate" else (0.05,):
+        cfg = tmp_path / f"c{dt}.toml"
+        cfg.write_text(f'[robot]\nname = "urdf:{urdf}"\n[{table}]\nT = 0.4\ndt = {dt}\n{integrator} = "rk4"\n{extra}')
+        rc = main([tool, str(cfg), "--out", str(tmp_path / f"o{dt}")])
+        err = capsys.readouterr().err
+        if dt == 0.05:
+            assert rc == 2 and len(err.strip().splitlines()) == 1, err
+            assert re.search(rf"{table}\.dt = 0\.05 s is too long for 'rk4'.* decays at 100 1/s.*"
+                             r"dt <= 0\.0279 s: a rollout would diverge; use dt <= 0\.027 s", err), err
+        else:
+            assert rc == 0, err
+
+
+def test_closed_chain_fixed_step_check_uses_the_motions_the_loop_allows(tmp_path, capsys):
+    """On a four-bar (one degree of freedom) with damped joints, the rate is that of the one
+    motion the loop allows: n^T D n / n^T M n for n a velocity projected onto the constraints."""
+    from test_apps_cli import _FOURBAR
+    from jaxdyn.cli import main
+    from jaxdyn.constraints import project_constraints
+    xml = tmp_path / "fourbar.xml"
+    xml.write_text(_FOURBAR.replace('type="hinge"', 'type="hinge" damping="0.3"'))
+    cm = jaxdyn.load_mjcf(str(xml))
+    q0 = np.asarray(project_constraints(cm, np.array([0.3, -0.3, 0.0]), np.zeros(3))[0])
+    n = np.asarray(project_constraints(cm, q0, np.array([1.0, 0.4, -0.7]))[1])
+    M = np.asarray(jaxdyn.crba(cm.model, q0))
+    rate = 0.3 * (n @ n) / (n @ M @ n)
+    M_tree = np.linalg.eigvalsh(M).min()
+    assert rate < 0.3 / M_tree                                 # below the open tree's fastest rate
+    cfg = tmp_path / "c.toml"
+    dt = 3.0 / rate                                          # unstable for rk4 (2.785 / rate)
+    cfg.write_text(f'[robot]\nname = "mjcf:{xml}"\n[simulation]\nT = {2 * dt}\ndt = {dt}\nintegrator = "rk4"\n')
+    assert main(["simulate", str(cfg), "--out", str(tmp_path / "o")]) == 2
+    got = float(re.search(r"decays at ([\d.e+-]+) 1/s", capsys.readouterr().err).group(1))
+    assert abs(got - rate) <= 1e-3 * rate
+
+
 def test_closed_chain_that_does_not_assemble_is_named(tmp_path, capsys):
     """A mechanism whose loops cannot close, or a start the projection cannot leave, raises a
     ModelError naming the constraint and its residual (never a q0 off the manifold); the CLI

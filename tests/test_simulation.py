@@ -32,6 +32,47 @@ def test_fixed_step_convergence_order(stepper, order):
     assert abs(slope - order) < 0.35, (slope, errs)
 
 
+def _damped_link(damping, izz=0.01, armature=0.0):
+    """One revolute link about z through its mass centre, no gravity: M = izz + armature."""
+    return jaxdyn.build_model(parent=[-1], jtype=["revolute"], Xtree_E=np.eye(3)[None], Xtree_r=np.zeros((1, 3)),
+                              axis=[[0.0, 0.0, 1.0]], mass=[1.0], com=np.zeros((1, 3)),
+                              inertia=np.diag([0.02, 0.02, izz])[None], damping=[damping], armature=[armature],
+                              gravity=(0.0, 0.0, 0.0), name="damped_link")
+
+
+def test_fixed_steps_are_stable_up_to_their_interval_on_joint_damping():
+    """A damped link decays as qd' = -(d / I) qd.  Each fixed-step stepper keeps qd bounded for dt
+    just inside its stability interval (``STABLE_STEP[stepper] / (d / I)``) and lets it grow just
+    outside (the closed-form intervals of semi-implicit Euler, RK4 and ABM4 PECE); and
+    ``max_stable_step`` gives that dt, with the armature in M."""
+    from jaxdyn.integrators.stability import STABLE_STEP, max_stable_step
+    m = _damped_link(5.0, izz=0.01, armature=0.015)       # lambda = 5 / 0.025 = 200 1/s
+    q0, qd0 = jnp.zeros(1), jnp.ones(1)
+    for stepper, h in STABLE_STEP.items():
+        h_dt = max_stable_step(m, q0, stepper)
+        assert abs(h_dt - h / 200.0) <= 1e-12 * h_dt, stepper
+        dts = jnp.array([0.97, 1.03]) * h_dt
+        tr = jax.vmap(lambda dt: jaxdyn.rollout(m, q0, qd0, None, dt, 300, stepper=stepper))(dts)
+        end = np.abs(np.asarray(tr.qd[:, -1, 0]))
+        assert end[0] < 1.0 < 10.0 < end[1], (stepper, end)
+    assert max_stable_step(m, q0, "rkf45") == np.inf
+    assert max_stable_step(_damped_link(0.0), q0, "rk4") == np.inf
+
+
+def test_damping_rate_on_a_constraint_null_space():
+    """The fastest rate of D x = lambda M x is the largest eigenvalue of M^-1 D; on the null
+    space of K it is the rate of the motions K allows."""
+    from jaxdyn.integrators.stability import damping_rate
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(4, 4))
+    M, d = A @ A.T + np.eye(4), rng.uniform(0.5, 3.0, 4)
+    assert abs(damping_rate(M, d) - np.linalg.eigvals(np.linalg.solve(M, np.diag(d))).real.max()) < 1e-12
+    M2, d2 = np.diag([1.0, 1.0]), np.array([1.0, 100.0])
+    assert damping_rate(M2, d2) == pytest.approx(100.0)
+    assert damping_rate(M2, d2, K=np.array([[0.0, 1.0]])) == pytest.approx(1.0)     # dof 1 locked
+    assert damping_rate(M2, np.zeros(2)) == 0.0
+
+
 @pytest.mark.parametrize("robot,q0", [("puma560", np.zeros(6)), ("stanford_arm", [0, np.pi / 2, 0, 0, 0, 0])])
 def test_free_fall_conserves_energy_rkf45(robot, q0):
     m = getattr(jaxdyn.robots, robot)()

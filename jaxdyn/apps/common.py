@@ -1,5 +1,5 @@
-"""Pieces the application tools share: the output folder of a command, optax's dtype promotion
-and a pytree select."""
+"""Pieces the application tools share: the output folder of a command, the check of a fixed
+step against the robot's joint damping, optax's dtype promotion and a pytree select."""
 from __future__ import annotations
 
 import os
@@ -66,6 +66,37 @@ def require_joints(model, name):
     if model.nv == 0:
         raise ConfigError(f"robot.name {name!r}: robot {model.name!r} has no degrees of freedom "
                           "(every joint is fixed): nothing to simulate, identify or optimize")
+
+
+def require_stable_step(system, q, dt, stepper, key, alternative=""):
+    """Raise ConfigError naming ``key`` (e.g. "simulation.dt") when the fixed-step ``stepper``
+    is unstable at step ``dt`` on the joint damping of ``system`` (a Model or a ClosedModel, on
+    its constraints' null space) at configuration q: such a rollout diverges whatever its
+    torques (:mod:`jaxdyn.integrators.stability`).  ``alternative``: what else the user may
+    choose, appended to the message."""
+    import numpy as np
+
+    from ..constraints import ClosedModel, constraint_jacobian
+    from ..integrators.stability import STABLE_STEP, max_stable_step
+    closed = isinstance(system, ClosedModel)
+    model = system.model if closed else system
+    if stepper not in STABLE_STEP or not np.any(np.asarray(model.damping)):
+        return
+    K = np.asarray(constraint_jacobian(system, q)) if closed else None
+    h = max_stable_step(model, q, stepper, K)
+    if dt > h:
+        raise ConfigError(f"{key} = {dt:g} s is too long for {stepper!r} on robot {model.name!r}: its joint "
+                          f"damping makes it stiff (at the initial configuration its fastest damped mode "
+                          f"decays at {STABLE_STEP[stepper] / h:.4g} 1/s, the largest eigenvalue of M^-1 D), and "
+                          f"{stepper} is stable there only for dt <= {h:.3g} s: a rollout would diverge; "
+                          f"use dt <= {_round_down(h):g} s{alternative}")
+
+
+def _round_down(x):
+    """x rounded down to two significant digits."""
+    import math
+    e = 10.0 ** (math.floor(math.log10(x)) - 1)
+    return math.floor(x / e) * e
 
 
 def optax_promotion():

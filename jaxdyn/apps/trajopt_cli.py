@@ -227,6 +227,8 @@ def run(args) -> int:
     if closed is not None:
         q0, qd0 = (np.asarray(x) for x in jaxdyn.project_constraints(closed, q0, qd0))
         jaxdyn.constraints.check_assembled(closed, q0, f"{name}: problem.q0")
+    common.require_stable_step(closed if closed is not None else model, q0, p["dt"], p["stepper"],
+                               f"{name}: problem.dt")
     lim, lim_from = torque_limits(cfg, name, model, nv)
     steps = int(round(p["T"] / p["dt"]))
     dt = p["dt"]

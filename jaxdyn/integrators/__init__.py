@@ -10,6 +10,8 @@ from .controllers import (HeldLaw as HeldLaw, zero_torque as zero_torque, pd as 
 from .steppers import STEPPERS as STEPPERS, Stepper as Stepper, StepOptions as StepOptions
 from .rollout import (rollout as rollout, first_nonfinite as first_nonfinite,
                       Trajectory as Trajectory)
+from .stability import (STABLE_STEP as STABLE_STEP, damping_rate as damping_rate,
+                        max_stable_step as max_stable_step)
 
 # Star-import and introspection list, derived from the explicit re-exports above.
 __all__ = sorted(n for n in dir() if not n.startswith("_"))
