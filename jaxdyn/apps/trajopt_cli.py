@@ -293,7 +293,9 @@ def run(args) -> int:
     U, hist = np.asarray(pick(res.U)), np.asarray(pick(res.history))
     if not bool(tr.ok):
         from ..errors import SimulationError
-        raise SimulationError(f"{name}: the optimized rollout is non-finite")
+        k, t_bad, what = jaxdyn.first_nonfinite(model, tr)
+        raise SimulationError(f"{name}: the optimized rollout is non-finite from t = {t_bad:.6g} s (sample {k}): "
+                              f"{what}; the dynamics are singular there or the integration diverged")
     Q, V = np.asarray(tr.q), np.asarray(tr.qd)
     J = float(to.effort(U, dt))
 
