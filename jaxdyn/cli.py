@@ -174,6 +174,7 @@ def _run(st: _Setup, batch: int):
     import numpy as np
 
     import jaxdyn
+    from .apps.common import why_nonfinite
     from .errors import SimulationError
     from .output import progress_bar
 
@@ -205,9 +206,9 @@ def _run(st: _Setup, batch: int):
         if not bool(np.all(tr.ok)):
             k, t_bad, what = jaxdyn.first_nonfinite(model, tr)
             sys.stderr.write("\n")
+            why = why_nonfinite(st.system, tr.q, k, dt, sim["integrator"])
             raise SimulationError(f"{cfg['name']}: the state became non-finite at t = {t_bad:.6g} s "
-                                  f"(sample {c * per + k}): {what}; the dynamics are singular there "
-                                  "(e.g. a massless body on a joint) or the integration diverged")
+                                  f"(sample {c * per + k}): {what}; {why}")
         q, qd = tr.q[:, -1], tr.qd[:, -1]
         parts.append(tr if c == 0 else jax.tree_util.tree_map(lambda x: x[:, 1:] if x.ndim > 1 else x, tr))
         acc += int(np.sum(tr.accepted)); rej += int(np.sum(tr.rejected))

@@ -449,7 +449,9 @@ def test_cli_paths(tmp_path, capsys):
 
 
 def test_cli_nonfinite_run_fails_loudly(tmp_path, capsys):
-    """Before: RKF45 looped to max_steps per sample and 'succeeded' with the initial state."""
+    """Before: RKF45 looped to max_steps per sample and 'succeeded' with the initial state.  The
+    message names the time, the quantity and the joint whose motion meets no inertia (the
+    massless leaf 'tip' on joint 'wrist' makes M singular)."""
     text = GOOD.replace("</robot>", """<link name="tip"/>
       <joint name="wrist" type="revolute"><parent link="l1"/><child link="tip"/><origin xyz="0.5 0 0"/>
       <axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>""")
@@ -457,6 +459,7 @@ def test_cli_nonfinite_run_fails_loudly(tmp_path, capsys):
     rc, err = _cli(capsys, "planar3_freefall", "--robot", f"urdf:{p}", "--out", tmp_path / "o")
     assert rc == 3, err
     assert "non-finite at t = 0.01 s" in err and "joint '" in err
+    assert "the mass matrix is singular there" in err and "the motion of 'wrist' meets no mass or inertia" in err
 
 
 def test_cli_output_folder_never_mixed_or_lost(tmp_path, capsys, monkeypatch):

@@ -92,6 +92,35 @@ def require_stable_step(system, q, dt, stepper, key, alternative=""):
                           f"use dt <= {_round_down(h):g} s{alternative}")
 
 
+def why_nonfinite(system, Q, k, dt, stepper):
+    """Why a rollout became non-finite at sample k (:func:`jaxdyn.first_nonfinite`), judged at
+    the configuration q before it in the first trajectory of Q (..., steps + 1, nq) that is
+    non-finite there, for the error message: the joints whose motion carries no inertia when M(q) is singular (the dofs with
+    weight in its null space, as :func:`jaxdyn.output.dof_labels` names them), or the
+    joint damping that ``stepper`` at ``dt`` cannot follow there, or else the generic causes."""
+    import numpy as np
+
+    from ..batching import crba
+    from ..integrators.stability import STABLE_STEP, max_stable_step
+    from ..output import dof_labels
+    model = getattr(system, "model", system)
+    Q = np.asarray(Q).reshape(-1, *np.shape(Q)[-2:])
+    q = Q[int(np.argmax(~np.isfinite(Q[:, k]).all(-1))), max(k - 1, 0)]
+    M = np.asarray(crba(model, q))
+    w, V = np.linalg.eigh(M)
+    if model.nv and not w[0] > 1e-12 * max(w[-1], 0.0):
+        v = np.linalg.norm(V[:, w <= max(1e-12 * w[-1], w[0])], axis=1)     # weight of each dof in the null space
+        names = [repr(dof_labels(model)[j][0]) for j in np.argsort(-v) if v[j] >= 0.1 * v.max()]
+        more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+        return (f"the mass matrix is singular there (smallest eigenvalue {w[0]:.3g}, largest {w[-1]:.3g}): the "
+                f"motion of {', '.join(names[:6])}{more} meets no mass or inertia (a massless body on a joint?)")
+    if stepper in STABLE_STEP and dt > max_stable_step(model, q, stepper):
+        h = max_stable_step(model, q, stepper)
+        return (f"the joint damping is too stiff there for {stepper!r} at dt = {dt:g} s (stable only for "
+                f"dt <= {h:.3g} s): use dt <= {_round_down(h):g} s")
+    return "the dynamics are singular there (e.g. a massless body on a joint) or the integration diverged"
+
+
 def _round_down(x):
     """x rounded down to two significant digits."""
     import math

@@ -294,8 +294,9 @@ def run(args) -> int:
     if not bool(tr.ok):
         from ..errors import SimulationError
         k, t_bad, what = jaxdyn.first_nonfinite(model, tr)
+        why = common.why_nonfinite(model, tr.q, k, dt, p["stepper"])
         raise SimulationError(f"{name}: the optimized rollout is non-finite from t = {t_bad:.6g} s (sample {k}): "
-                              f"{what}; the dynamics are singular there or the integration diverged")
+                              f"{what}; {why}")
     Q, V = np.asarray(tr.q), np.asarray(tr.qd)
     J = float(to.effort(U, dt))
 
