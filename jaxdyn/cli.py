@@ -206,7 +206,7 @@ def _run(st: _Setup, batch: int):
         if not bool(np.all(tr.ok)):
             k, t_bad, what = jaxdyn.first_nonfinite(model, tr)
             sys.stderr.write("\n")
-            why = why_nonfinite(st.system, tr.q, k, dt, sim["integrator"])
+            why = why_nonfinite(st.closed if st.closed is not None else model, tr.q, k, dt, sim["integrator"])
             raise SimulationError(f"{cfg['name']}: the state became non-finite at t = {t_bad:.6g} s "
                                   f"(sample {c * per + k}): {what}; {why}")
         q, qd = tr.q[:, -1], tr.qd[:, -1]

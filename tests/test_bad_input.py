@@ -460,6 +460,13 @@ def test_cli_nonfinite_run_fails_loudly(tmp_path, capsys):
     assert rc == 3, err
     assert "non-finite at t = 0.01 s" in err and "joint '" in err
     assert "the mass matrix is singular there" in err and "the motion of 'wrist' meets no mass or inertia" in err
+    # damped joints and a fixed step: no finite step is stable on a singular M; the run reports M
+    damped = text.replace('velocity="1"/>', 'velocity="1"/><dynamics damping="0.5"/>')
+    p = write(tmp_path, damped.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 1 0"/>'), "damped.urdf")
+    cfg = tmp_path / "rk4.toml"
+    cfg.write_text(f'[robot]\nname = "urdf:{p}"\n[simulation]\nT = 0.1\ndt = 0.01\nintegrator = "rk4"\n')
+    rc, err = _cli(capsys, cfg, "--out", tmp_path / "o2")
+    assert rc == 3 and "the motion of 'wrist' meets no mass or inertia" in err, err
 
 
 def test_cli_output_folder_never_mixed_or_lost(tmp_path, capsys, monkeypatch):

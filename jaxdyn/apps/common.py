@@ -68,12 +68,9 @@ def require_joints(model, name):
                           "(every joint is fixed): nothing to simulate, identify or optimize")
 
 
-def require_stable_step(system, q, dt, stepper, key, alternative=""):
-    """Raise ConfigError naming ``key`` (e.g. "simulation.dt") when the fixed-step ``stepper``
-    is unstable at step ``dt`` on the joint damping of ``system`` (a Model or a ClosedModel, on
-    its constraints' null space) at configuration q: such a rollout diverges whatever its
-    torques (:mod:`jaxdyn.integrators.stability`).  ``alternative``: what else the user may
-    choose, appended to the message."""
+def _stable_step(system, q, stepper):
+    """(model, longest stable dt) of ``stepper`` on the joint damping of ``system`` (a Model, or
+    a ClosedModel on its constraints' null space) at q (:func:`jaxdyn.integrators.max_stable_step`)."""
     import numpy as np
 
     from ..constraints import ClosedModel, constraint_jacobian
@@ -81,10 +78,19 @@ def require_stable_step(system, q, dt, stepper, key, alternative=""):
     closed = isinstance(system, ClosedModel)
     model = system.model if closed else system
     if stepper not in STABLE_STEP or not np.any(np.asarray(model.damping)):
-        return
-    K = np.asarray(constraint_jacobian(system, q)) if closed else None
-    h = max_stable_step(model, q, stepper, K)
-    if dt > h:
+        return model, np.inf
+    return model, max_stable_step(model, q, stepper, np.asarray(constraint_jacobian(system, q)) if closed else None)
+
+
+def require_stable_step(system, q, dt, stepper, key, alternative=""):
+    """Raise ConfigError naming ``key`` (e.g. "simulation.dt") when the fixed-step ``stepper``
+    is unstable at step ``dt`` on the joint damping of ``system`` (a Model, or a ClosedModel on
+    its constraints' null space) at configuration q: such a rollout diverges whatever its
+    torques (:mod:`jaxdyn.integrators.stability`).  A singular M (no finite step) is left to
+    the rollout's own report.  ``alternative``: what else the user may choose, appended."""
+    from ..integrators.stability import STABLE_STEP
+    model, h = _stable_step(system, q, stepper)
+    if 0 < h < dt:
         raise ConfigError(f"{key} = {dt:g} s is too long for {stepper!r} on robot {model.name!r}: its joint "
                           f"damping makes it stiff (at the initial configuration its fastest damped mode "
                           f"decays at {STABLE_STEP[stepper] / h:.4g} 1/s, the largest eigenvalue of M^-1 D), and "
@@ -93,29 +99,31 @@ def require_stable_step(system, q, dt, stepper, key, alternative=""):
 
 
 def why_nonfinite(system, Q, k, dt, stepper):
-    """Why a rollout became non-finite at sample k (:func:`jaxdyn.first_nonfinite`), judged at
-    the configuration q before it in the first trajectory of Q (..., steps + 1, nq) that is
-    non-finite there, for the error message: the joints whose motion carries no inertia when M(q) is singular (the dofs with
-    weight in its null space, as :func:`jaxdyn.output.dof_labels` names them), or the
-    joint damping that ``stepper`` at ``dt`` cannot follow there, or else the generic causes."""
+    """Why a rollout became non-finite at sample k (:func:`jaxdyn.first_nonfinite`), for its
+    error message, judged at the configuration q before sample k in the first trajectory of Q
+    (..., steps + 1, nq) that is non-finite there: the joints whose motion meets no inertia
+    when the tree's M(q) is singular (:data:`jaxdyn.integrators.stability.SINGULAR`; the
+    dofs with weight in its null space, named as
+    :func:`jaxdyn.output.dof_labels` names them), or the joint damping that ``stepper`` at
+    ``dt`` cannot follow there (``system`` a Model, or a ClosedModel on its constraints' null
+    space), or else the generic causes."""
     import numpy as np
 
     from ..batching import crba
-    from ..integrators.stability import STABLE_STEP, max_stable_step
+    from ..integrators.stability import SINGULAR
     from ..output import dof_labels
     model = getattr(system, "model", system)
     Q = np.asarray(Q).reshape(-1, *np.shape(Q)[-2:])
     q = Q[int(np.argmax(~np.isfinite(Q[:, k]).all(-1))), max(k - 1, 0)]
-    M = np.asarray(crba(model, q))
-    w, V = np.linalg.eigh(M)
-    if model.nv and not w[0] > 1e-12 * max(w[-1], 0.0):
-        v = np.linalg.norm(V[:, w <= max(1e-12 * w[-1], w[0])], axis=1)     # weight of each dof in the null space
+    w, V = np.linalg.eigh(np.asarray(crba(model, q)))
+    if model.nv and not w[0] > SINGULAR * max(w[-1], 0.0):
+        v = np.linalg.norm(V[:, w <= max(SINGULAR * w[-1], w[0])], axis=1)     # weight of each dof in the null space
         names = [repr(dof_labels(model)[j][0]) for j in np.argsort(-v) if v[j] >= 0.1 * v.max()]
         more = f" and {len(names) - 6} more" if len(names) > 6 else ""
         return (f"the mass matrix is singular there (smallest eigenvalue {w[0]:.3g}, largest {w[-1]:.3g}): the "
                 f"motion of {', '.join(names[:6])}{more} meets no mass or inertia (a massless body on a joint?)")
-    if stepper in STABLE_STEP and dt > max_stable_step(model, q, stepper):
-        h = max_stable_step(model, q, stepper)
+    _, h = _stable_step(system, q, stepper)
+    if 0 < h < dt:
         return (f"the joint damping is too stiff there for {stepper!r} at dt = {dt:g} s (stable only for "
                 f"dt <= {h:.3g} s): use dt <= {_round_down(h):g} s")
     return "the dynamics are singular there (e.g. a massless body on a joint) or the integration diverged"

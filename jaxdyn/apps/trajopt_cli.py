@@ -294,7 +294,7 @@ def run(args) -> int:
     if not bool(tr.ok):
         from ..errors import SimulationError
         k, t_bad, what = jaxdyn.first_nonfinite(model, tr)
-        why = common.why_nonfinite(model, tr.q, k, dt, p["stepper"])
+        why = common.why_nonfinite(closed if closed is not None else model, tr.q, k, dt, p["stepper"])
         raise SimulationError(f"{name}: the optimized rollout is non-finite from t = {t_bad:.6g} s (sample {k}): "
                               f"{what}; {why}")
     Q, V = np.asarray(tr.q), np.asarray(tr.qd)

@@ -22,6 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
+SINGULAR = 1e-10
+"""M counts as singular where its smallest eigenvalue is at most SINGULAR times its largest
+(example-robot-data's robots: 1.2e-7 or more, but romeo's and icub's at their neutral
+configuration, 1e-17 or less: massless bodies on joints)."""
+
 STABLE_STEP = {"euler": 2.0, "rk4": 2.785293563405282, "abm": 1.284816263106911}
 """h of each fixed-step stepper: it is stable on ``v' = -lambda v`` for ``lambda dt <= h``."""
 
@@ -29,8 +34,8 @@ STABLE_STEP = {"euler": 2.0, "rk4": 2.785293563405282, "abm": 1.284816263106911}
 def damping_rate(M, damping, K=None) -> float:
     """Fastest decay rate (1/s) of joint damping: the largest lambda of ``D x = lambda M x``,
     on the null space of the constraint Jacobian K (m, nv) if given.  M (nv, nv) the mass
-    matrix, damping (nv,).  0 without damping; inf where M is not positive definite on that
-    space (the dynamics are singular there)."""
+    matrix, damping (nv,).  0 without damping; inf where M is singular on that space
+    (:data:`SINGULAR`: the dynamics are singular there)."""
     M, D = np.asarray(M, float), np.diag(np.asarray(damping, float))
     if not D.any():
         return 0.0
@@ -41,18 +46,18 @@ def damping_rate(M, damping, K=None) -> float:
         M, D = N.T @ M @ N, N.T @ D @ N
     if M.shape[0] == 0:
         return 0.0
-    try:
-        Li = np.linalg.inv(np.linalg.cholesky(M))
-    except np.linalg.LinAlgError:
+    w, V = np.linalg.eigh(M)
+    if not w[0] > SINGULAR * w[-1]:
         return np.inf
-    return float(np.linalg.eigvalsh(Li @ D @ Li.T).max())
+    Mi = V / np.sqrt(w)                          # M^-1/2 (up to a rotation): Mi^T M Mi = I
+    return float(np.linalg.eigvalsh(Mi.T @ D @ Mi).max())
 
 
 def max_stable_step(model, q, stepper, K=None) -> float:
     """The longest dt with which ``stepper`` is stable on the joint damping of ``model`` at
     configuration q (nq,): ``STABLE_STEP[stepper] / damping_rate``, on the null space of the
-    constraint Jacobian K (m, nv) if given.  inf without damping and for "rkf45".  Host-side
-    (numpy); M from :func:`jaxdyn.crba` at q."""
+    constraint Jacobian K (m, nv) if given.  inf without damping and for "rkf45"; 0 where M
+    is singular.  Host-side (numpy); M from :func:`jaxdyn.crba` at q."""
     if stepper not in STABLE_STEP or not np.any(np.asarray(model.damping)):
         return np.inf
     from ..batching import crba
