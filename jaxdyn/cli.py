@@ -170,7 +170,6 @@ def _run(st: _Setup, batch: int):
     """Chunked, vmapped rollout with a progress bar: (t, Q, V, TAU (batch, steps + 1, .),
     accepted, rejected, wall seconds).  Raises SimulationError at the first non-finite state."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     import jaxdyn
@@ -189,12 +188,10 @@ def _run(st: _Setup, batch: int):
                               stepper=sim["integrator"], method=sim["method"], rtol=sim["rtol"], atol=sim["atol"],
                               t0=t0, stabilization=stab)
 
-    key = jax.random.PRNGKey(0)
-    Q0 = jnp.tile(st.q0, (batch, 1))
+    Q0, QD0 = np.tile(st.q0, (batch, 1)), np.tile(st.qd0, (batch, 1))
     if batch > 1:
-        Q0 = Q0.at[1:].add(1e-3 * jax.random.normal(key, (batch - 1, model.nq)))
-        Q0 = jax.vmap(lambda q: jaxdyn.normalize(model, q))(Q0)
-    QD0 = jnp.tile(st.qd0, (batch, 1))
+        Q0[1:] += 1e-3 * np.asarray(jax.random.normal(jax.random.PRNGKey(0), (batch - 1, model.nq)))
+        Q0 = np.asarray(jax.vmap(lambda q: jaxdyn.normalize(model, q))(Q0))
     step_fn = jax.jit(jax.vmap(run_chunk, in_axes=(0, 0, None)))
     t_wall = time.time()
     print(f"jaxdyn simulate {cfg['name']}: robot {model.name} (nq={model.nq}), T={sim['T']} s, dt={dt} s, "
@@ -202,7 +199,7 @@ def _run(st: _Setup, batch: int):
     parts, q, qd, acc, rej = [], Q0, QD0, 0, 0
     progress_bar(0, n_chunks, t_wall)
     for c in range(n_chunks):
-        tr = step_fn(q, qd, c * per * dt)
+        tr = jax.device_get(step_fn(q, qd, c * per * dt))     # host arrays: no device op per chunk
         if not bool(np.all(tr.ok)):
             k, t_bad, what = jaxdyn.first_nonfinite(model, tr)
             sys.stderr.write("\n")
@@ -210,7 +207,7 @@ def _run(st: _Setup, batch: int):
             raise SimulationError(f"{cfg['name']}: the state became non-finite at t = {t_bad:.6g} s "
                                   f"(sample {c * per + k}): {what}; {why}")
         q, qd = tr.q[:, -1], tr.qd[:, -1]
-        parts.append(tr if c == 0 else jax.tree_util.tree_map(lambda x: x[:, 1:] if x.ndim > 1 else x, tr))
+        parts.append(tr if c == 0 else jax.tree_util.tree_map(lambda x: x[:, 1:] if np.ndim(x) > 1 else x, tr))
         acc += int(np.sum(tr.accepted)); rej += int(np.sum(tr.rejected))
         progress_bar(c + 1, n_chunks, t_wall)
     wall = time.time() - t_wall

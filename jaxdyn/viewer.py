@@ -174,7 +174,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
             warnings.warn(f"animate: robot {k} ({tree.name!r}): q is not finite from t = {tk[idx[n]]:g} on; the "
                           f"page shows the {n} samples before", stacklevel=3)
             idx = idx[:n]
-        R, p = jax.jit(jax.vmap(frame_poses, (None, 0)))(tree, jax.numpy.asarray(Q[idx]))
+        R, p = jax.jit(jax.vmap(frame_poses, (None, 0)))(tree, Q[idx])
         R, p = np.asarray(R, float), np.asarray(p, float)
         poses = np.concatenate([p[:, :tree.nb, :], R[:, :tree.nb].reshape(len(idx), tree.nb, 9)], -1)
         links, boxes = _geometry(tree)

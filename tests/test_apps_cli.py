@@ -299,7 +299,7 @@ def test_second_run_loads_every_program_from_the_persistent_cache(tmp_path):
             assert p.returncode == 0, p.stderr[-3000:]
             logs.append(p.stderr)
         compiled, hits = (logs[1].count(s) for s in ("Finished XLA compilation", "Persistent compilation cache hit"))
-        assert compiled > 5 and hits == compiled, (tool, compiled, hits)
+        assert compiled >= 5 and hits == compiled, (tool, compiled, hits)     # simulate: 5 programs
         assert logs[0].count("Persistent compilation cache hit") == 0, tool
 
 

@@ -169,7 +169,6 @@ def run(args) -> int:
     Returns the exit status (0); bad input raises ConfigError (exit 2 in :func:`jaxdyn.cli.main`)."""
     cfg, out, true = common.start(args, load)
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     import jaxdyn
@@ -190,7 +189,7 @@ def run(args) -> int:
     lay = jt.layout(true, terms)
     t_wall = time.time()
     print(f"jaxdyn identify {name}: robot {true.name} (nb={true.nb}, {lay.p} parameters)", file=sys.stderr)
-    t = jnp.asarray(np.arange(int(round(e["T"] / e["dt"]))) * e["dt"])
+    t = np.arange(int(round(e["T"] / e["dt"]))) * e["dt"]          # host arrays: no device op of their own
     f = si.fourier_excitation(true, jax.random.PRNGKey(e["seed"]), e["harmonics"], e["period"], e["amplitude"])
     Q, QD, QDD = si.sample_fourier(f, t)
     W0 = np.asarray(si.stacked_regressor(true, Q, QD, QDD, terms))
@@ -219,7 +218,7 @@ def run(args) -> int:
     lim_lines = limit_report(true, np.asarray(Qm))
     for x in lim_lines:
         print(f"warning: excitation {x}", file=sys.stderr)
-    Y = np.asarray(si.regressors(true, jnp.asarray(Qm), jnp.asarray(QDm), jnp.asarray(QDDm), terms))
+    Y = np.asarray(si.regressors(true, Qm, QDm, QDDm, terms))
     tau_fit = TAU - np.asarray(jax.jit(jax.vmap(lambda v, a: jt.joint_torque(true, v, a, known)))(QDm, QDDm))
     base = si.base_parameters(Y.reshape(-1, Y.shape[-1]))
     if Y.shape[0] * Y.shape[1] <= base0.rank:
@@ -250,7 +249,7 @@ def run(args) -> int:
     # held-out excitation
     fv = si.fourier_excitation(true, jax.random.PRNGKey(cfg["validation"]["seed"]), e["harmonics"], e["period"],
                                e["amplitude"])
-    tv = jnp.asarray(np.arange(int(round(cfg["validation"]["T"] / e["dt"]))) * e["dt"])
+    tv = np.arange(int(round(cfg["validation"]["T"] / e["dt"]))) * e["dt"]
     Qv, QDv, QDDv = si.sample_fourier(fv, tv)
     Yv = np.asarray(si.regressors(true, Qv, QDv, QDDv, terms))
     tv_true = np.einsum("nip,p->ni", Yv, pi_true)

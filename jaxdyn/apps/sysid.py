@@ -202,7 +202,7 @@ def consistency_report(model, pi):
     """Per body: (mass, smallest principal moment about the COM, triangle margin
     min(I1 + I2 - I3) over permutations).  A physical body has all three > 0 (>= 0 for the
     moments of a flat body).  Returns a NumPy array (nb, 3)."""
-    m, _, Ic = _mass_com_inertia(jnp.asarray(pi).reshape(model.nb, 10))
+    m, _, Ic = _mass_com_inertia(np.asarray(pi).reshape(model.nb, 10))
     lam = np.linalg.eigvalsh(0.5 * (np.asarray(Ic) + np.swapaxes(np.asarray(Ic), -1, -2)))
     tri = lam[:, 0] + lam[:, 1] - lam[:, 2]
     return np.stack([np.asarray(m), lam[:, 0], tri], 1)
@@ -230,7 +230,7 @@ def stacked_regressor(model, Q, QD, QDD, terms=()):
 def condition_number(W, base: BaseParameters):
     """Condition number of the base-parameter columns of a stacked regressor (N nv, p), after
     scaling each column to unit norm (so units do not count)."""
-    return _condition_number(jnp.asarray(W), jnp.asarray(base.independent))
+    return _condition_number(W, base.independent)
 
 
 @jax.jit
@@ -246,25 +246,25 @@ def optimize_excitation(model, f: Fourier, t, base: BaseParameters, steps=50, le
     samples t by Adam on the Fourier coefficients (log cond; amplitudes re-bounded to the
     start's per-joint range after every step).  Returns (Fourier, cond history (steps + 1,))."""
     terms = jt.check_terms(terms)
-    wl = (f.w_f * jnp.arange(1, f.a.shape[1] + 1, dtype=f.a.dtype))[None, :]
-    half0 = jnp.sum((jnp.abs(f.a) + jnp.abs(f.b)) / wl, 1)
-
-    def rescale(ab):
-        a, b = ab
-        bound = jnp.sum((jnp.abs(a) + jnp.abs(b)) / wl, 1)
-        s = jnp.minimum(1.0, half0 / bound)[:, None]
-        return a * s, b * s
-
-    def logcond(ab):
-        a, b = rescale(ab)
-        Q, QD, QDD = sample_fourier(f._replace(a=a, b=b), t)
-        return jnp.log(condition_number(stacked_regressor(model, Q, QD, QDD, terms), base))
-
     import optax
     opt = optax.adam(learning_rate)
 
     @jax.jit
     def run(ab):
+        wl = (f.w_f * jnp.arange(1, f.a.shape[1] + 1, dtype=f.a.dtype))[None, :]
+        bound = lambda a, b: jnp.sum((jnp.abs(a) + jnp.abs(b)) / wl, 1)
+        half0 = bound(*ab)
+
+        def rescale(ab):
+            a, b = ab
+            s = jnp.minimum(1.0, half0 / bound(a, b))[:, None]
+            return a * s, b * s
+
+        def logcond(ab):
+            a, b = rescale(ab)
+            Q, QD, QDD = sample_fourier(f._replace(a=a, b=b), t)
+            return jnp.log(condition_number(stacked_regressor(model, Q, QD, QDD, terms), base))
+
         def step(carry, _):
             ab, s = carry
             v, g = jax.value_and_grad(logcond)(ab)

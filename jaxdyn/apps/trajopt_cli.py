@@ -191,7 +191,6 @@ def run(args) -> int:
     Returns the exit status (0); bad input raises ConfigError (exit 2 in :func:`jaxdyn.cli.main`)."""
     cfg, out, built = common.start(args, load)
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     import jaxdyn
@@ -234,21 +233,20 @@ def run(args) -> int:
     dt = p["dt"]
     Partial = jax.tree_util.Partial
     if full:
-        psi = Partial(reach_all, model, jnp.asarray(qT), jnp.asarray(qdT))
+        psi = Partial(reach_all, model, np.asarray(qT), np.asarray(qdT))
     else:
-        psi = Partial(reach_joints, jnp.asarray(tj), jnp.asarray(qT), jnp.asarray(qdT))
+        psi = Partial(reach_joints, np.asarray(tj), np.asarray(qT), np.asarray(qdT))
     if p["terminal"] == "constraint":
         term, cons = None, psi
     else:
-        term, cons = Partial(penalty, jnp.asarray(p["terminal_weight"]), psi), None
+        term, cons = Partial(penalty, np.asarray(p["terminal_weight"], float), psi), None
     robust = "robust" in cfg
     lo, hi = np.asarray(model.q_lower, float), np.asarray(model.q_upper, float)
     limited = has_position_limits(model)
     if limited and p["limit_weight"] > 0:
         mg = np.minimum(LIMIT_MARGIN, (hi - lo) / 4)
-        run_cost = Partial(effort_in_limits, jnp.asarray(np.clip(lo + mg, -1e6, 1e6)),
-                           jnp.asarray(np.clip(hi - mg, -1e6, 1e6)),
-                           jnp.asarray(p["limit_weight"]))
+        run_cost = Partial(effort_in_limits, np.clip(lo + mg, -1e6, 1e6), np.clip(hi - mg, -1e6, 1e6),
+                           np.asarray(p["limit_weight"], float))
     else:
         run_cost = Partial(effort)
     prob = to.problem(closed if closed is not None else model, q0, qd0, dt, steps, run_cost, term, tau_limit=lim,
@@ -263,11 +261,10 @@ def run(args) -> int:
             raise ConfigError(f"{name}: robust.body: {e}") from None
         prob = dataclasses.replace(prob, model=variants)
     K = o["multistart"]
-    Z0 = jnp.zeros((steps, nv))
+    Z0 = np.zeros((steps, nv))               # host arrays here and below: no device op of their own
     if K > 1:
-        key = jax.random.PRNGKey(o["seed"])
-        Z0 = Z0[None] + o["spread"] * jax.random.normal(key, (K, steps, nv))
-        Z0 = Z0.at[0].set(0.0)
+        Z0 = o["spread"] * np.asarray(jax.random.normal(jax.random.PRNGKey(o["seed"]), (K, steps, nv)))
+        Z0[0] = 0.0
     print(f"jaxdyn trajopt {name}: robot {model.name}, {steps} steps of {dt} s, {p['parametrization']} "
           f"parametrization, {o['shooting']} shooting, {o['name']}, multistart {K}"
           + (f", robust over {len(cfg['robust']['extra_masses'])} payloads" if robust else ""), file=sys.stderr)
@@ -298,16 +295,16 @@ def run(args) -> int:
         raise SimulationError(f"{name}: the optimized rollout is non-finite from t = {t_bad:.6g} s (sample {k}): "
                               f"{what}; {why}")
     Q, V = np.asarray(tr.q), np.asarray(tr.qd)
-    J = float(to.effort(U, dt))
+    J = float(np.sum(U ** 2) * dt)           # to.effort, on the host
 
     def miss(q, qd):
         """(max |q - q_final|, max |qd - qd_final|) of a final state."""
-        r = np.abs(np.asarray(jax.jit(psi)(jnp.asarray(q), jnp.asarray(qd))))
+        r = np.abs(np.asarray(jax.jit(psi)(q, qd)))
         return float(r[:r.size - len(qdT)].max()), float(r[r.size - len(qdT):].max())
 
     err_q, err_v = miss(Q[-1], V[-1])
-    rep = to.replay(prob, jnp.asarray(U), REPLAY_SUBSTEPS, model=closed if closed is not None else model)
-    rep_q, rep_v = miss(np.asarray(rep.q[-1]), np.asarray(rep.qd[-1]))
+    rep = jax.device_get(to.replay(prob, U, REPLAY_SUBSTEPS, model=closed if closed is not None else model))
+    rep_q, rep_v = miss(rep.q[-1], rep.qd[-1])
     wall = time.time() - t_wall
     from ..io.named import absolute_name
     lines = [f"config: {name}", f"robot: {model.name} (nq={nq}, nv={nv})",
@@ -339,14 +336,14 @@ def run(args) -> int:
         print(f"warning: {w}", file=sys.stderr)
     cyc = None
     if closed is not None:
-        drift = np.asarray(jax.vmap(lambda q: jaxdyn.constraint_residual(closed, q))(jnp.asarray(Q)))
+        drift = np.asarray(jax.vmap(lambda q: jaxdyn.constraint_residual(closed, q))(Q))
         lines.append(f"constraint drift: max |residual| = {np.abs(drift).max():.3g}")
     if cfg["compare"]["cycloidal"] and nq == nv and closed is None and full:
         # the torques computed torque applies on the cycloid, tracked from its start: RNEA along it
         path = jax.vmap(jaxdyn.integrators.cycloidal(q0, qT, steps * dt))
         cyc = np.asarray(jax.jit(lambda ts: jax.vmap(jaxdyn.rnea, (None, 0, 0, 0))(model, *path(ts)))(
-            jnp.asarray(dt * np.arange(steps))))
-        Jc = float(to.effort(cyc, dt))
+            dt * np.arange(steps)))
+        Jc = float(np.sum(cyc ** 2) * dt)
         lines.append(f"cycloidal (Saha eq. 18, inverse dynamics along it): effort {Jc:.6g}; "
                      f"optimized / cycloidal = {J / Jc:.3f}")
     lim_lines = limit_report(model, Q)
