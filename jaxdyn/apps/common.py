@@ -68,30 +68,17 @@ def require_joints(model, name):
                           "(every joint is fixed): nothing to simulate, identify or optimize")
 
 
-def _stable_step(system, q, stepper):
-    """(model, longest stable dt) of ``stepper`` on the joint damping of ``system`` (a Model, or
-    a ClosedModel on its constraints' null space) at q (:func:`jaxdyn.integrators.max_stable_step`)."""
-    import numpy as np
-
-    from ..constraints import ClosedModel, constraint_jacobian
-    from ..integrators.stability import STABLE_STEP, max_stable_step
-    closed = isinstance(system, ClosedModel)
-    model = system.model if closed else system
-    if stepper not in STABLE_STEP or not np.any(np.asarray(model.damping)):
-        return model, np.inf
-    return model, max_stable_step(model, q, stepper, np.asarray(constraint_jacobian(system, q)) if closed else None)
-
-
 def require_stable_step(system, q, dt, stepper, key, alternative=""):
     """Raise ConfigError naming ``key`` (e.g. "simulation.dt") when the fixed-step ``stepper``
     is unstable at step ``dt`` on the joint damping of ``system`` (a Model, or a ClosedModel on
     its constraints' null space) at configuration q: such a rollout diverges whatever its
     torques (:mod:`jaxdyn.integrators.stability`).  A singular M (no finite step) is left to
     the rollout's own report.  ``alternative``: what else the user may choose, appended."""
-    from ..integrators.stability import STABLE_STEP
-    model, h = _stable_step(system, q, stepper)
+    from ..integrators.stability import STABLE_STEP, max_stable_step
+    h = max_stable_step(system, q, stepper)
     if 0 < h < dt:
-        raise ConfigError(f"{key} = {dt:g} s is too long for {stepper!r} on robot {model.name!r}: its joint "
+        raise ConfigError(f"{key} = {dt:g} s is too long for {stepper!r} on robot "
+                          f"{getattr(system, 'model', system).name!r}: its joint "
                           f"damping makes it stiff (at the initial configuration its fastest damped mode "
                           f"decays at {STABLE_STEP[stepper] / h:.4g} 1/s, the largest eigenvalue of M^-1 D), and "
                           f"{stepper} is stable there only for dt <= {h:.3g} s: a rollout would diverge; "
@@ -110,7 +97,7 @@ def why_nonfinite(system, Q, k, dt, stepper):
     import numpy as np
 
     from ..batching import crba
-    from ..integrators.stability import SINGULAR
+    from ..integrators.stability import SINGULAR, max_stable_step
     from ..output import dof_labels
     model = getattr(system, "model", system)
     Q = np.asarray(Q).reshape(-1, *np.shape(Q)[-2:])
@@ -122,7 +109,7 @@ def why_nonfinite(system, Q, k, dt, stepper):
         more = f" and {len(names) - 6} more" if len(names) > 6 else ""
         return (f"the mass matrix is singular there (smallest eigenvalue {w[0]:.3g}, largest {w[-1]:.3g}): the "
                 f"motion of {', '.join(names[:6])}{more} meets no mass or inertia (a massless body on a joint?)")
-    _, h = _stable_step(system, q, stepper)
+    h = max_stable_step(system, q, stepper)
     if 0 < h < dt:
         return (f"the joint damping is too stiff there for {stepper!r} at dt = {dt:g} s (stable only for "
                 f"dt <= {h:.3g} s): use dt <= {_round_down(h):g} s")

@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ..errors import ArgumentError, ShapeError
@@ -357,8 +358,10 @@ def _solver(batched, shooting, optimizer, iterations, learning_rate, segments, d
 
 
 def effort(U, dt):
-    """Control effort sum_k |U_k|^2 dt of (steps, nv) torques (the minimum-effort cost)."""
-    return jnp.sum(jnp.asarray(U) ** 2) * dt
+    """Control effort sum_k |U_k|^2 dt of (steps, nv) torques (the minimum-effort cost): a JAX
+    value for a JAX array (or tracer), a NumPy one for anything else (no device op on the host)."""
+    U = U if isinstance(U, jax.Array) else np.asarray(U)
+    return (U ** 2).sum() * dt
 
 
 def payload_variants(model, body, extra_masses):

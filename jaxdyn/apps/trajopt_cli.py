@@ -295,7 +295,7 @@ def run(args) -> int:
         raise SimulationError(f"{name}: the optimized rollout is non-finite from t = {t_bad:.6g} s (sample {k}): "
                               f"{what}; {why}")
     Q, V = np.asarray(tr.q), np.asarray(tr.qd)
-    J = float(np.sum(U ** 2) * dt)           # to.effort, on the host
+    J = float(to.effort(U, dt))
 
     def miss(q, qd):
         """(max |q - q_final|, max |qd - qd_final|) of a final state."""
@@ -343,7 +343,7 @@ def run(args) -> int:
         path = jax.vmap(jaxdyn.integrators.cycloidal(q0, qT, steps * dt))
         cyc = np.asarray(jax.jit(lambda ts: jax.vmap(jaxdyn.rnea, (None, 0, 0, 0))(model, *path(ts)))(
             dt * np.arange(steps)))
-        Jc = float(np.sum(cyc ** 2) * dt)
+        Jc = float(to.effort(cyc, dt))
         lines.append(f"cycloidal (Saha eq. 18, inverse dynamics along it): effort {Jc:.6g}; "
                      f"optimized / cycloidal = {J / Jc:.3f}")
     lim_lines = limit_report(model, Q)

@@ -53,13 +53,18 @@ def damping_rate(M, damping, K=None) -> float:
     return float(np.linalg.eigvalsh(Mi.T @ D @ Mi).max())
 
 
-def max_stable_step(model, q, stepper, K=None) -> float:
-    """The longest dt with which ``stepper`` is stable on the joint damping of ``model`` at
-    configuration q (nq,): ``STABLE_STEP[stepper] / damping_rate``, on the null space of the
-    constraint Jacobian K (m, nv) if given.  inf without damping and for "rkf45"; 0 where M
-    is singular.  Host-side (numpy); M from :func:`jaxdyn.crba` at q."""
+def max_stable_step(system, q, stepper) -> float:
+    """The longest dt with which ``stepper`` is stable on the joint damping of ``system`` at
+    configuration q (nq,): ``STABLE_STEP[stepper] / damping_rate``; ``system`` a Model, or a
+    ClosedModel (:func:`jaxdyn.close_loops`), whose rates are those on the null space of its
+    constraint Jacobian at q.  inf without damping and for "rkf45"; 0 where M is singular.
+    Host-side (numpy); M from :func:`jaxdyn.crba` at q."""
+    from ..constraints import ClosedModel, constraint_jacobian
+    closed = isinstance(system, ClosedModel)
+    model = system.model if closed else system
     if stepper not in STABLE_STEP or not np.any(np.asarray(model.damping)):
         return np.inf
     from ..batching import crba
+    K = np.asarray(constraint_jacobian(system, q)) if closed else None
     rate = damping_rate(np.asarray(crba(model, q)), model.damping, K)
     return STABLE_STEP[stepper] / rate if rate > 0 else np.inf
