@@ -155,3 +155,10 @@ def test_import_jaxdyn_leaves_optax_unloaded():
                        capture_output=True, text=True, timeout=300, cwd=os.path.dirname(ROOT))
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().splitlines()[-1] == "False", "import jaxdyn imported optax"
+
+
+def test_installed_version_is_the_package_version():
+    """pip's metadata (what ``pip show`` and dependency resolvers read) and ``jaxdyn.__version__``
+    name one version: pyproject.toml reads it from the package."""
+    from importlib.metadata import version
+    assert version("jaxdyn") == jaxdyn.__version__
