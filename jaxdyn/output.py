@@ -11,15 +11,17 @@ import numpy as np
 
 def dof_labels(model):
     """(name, position unit, velocity unit, force unit) of each of the nv dofs: the joint's name
-    (with the dof's index for multi-dof joints); "m", "m/s", "N" for prismatic joints, else
-    "rad", "rad/s", "N m" (a free joint's v = [linear; angular]: its first three are linear)."""
-    from .model.joints import FREE, NV, PRISMATIC
+    (with the dof's index for multi-dof joints); "m", "m/s", "N" for the linear dofs (a
+    prismatic joint's, a free joint's first three: v = [linear; angular], a planar joint's
+    first two: v = (vx, vy, wz)), else "rad", "rad/s", "N m"."""
+    from .model.joints import FREE, NV, PLANAR, PRISMATIC
     out = []
     dof_body = model.topology.dof_body
+    n_linear = {PRISMATIC: 1, FREE: 3, PLANAR: 2}
     for j, b in enumerate(dof_body):
         jt, first = int(model.jtype[b]), int(np.flatnonzero(dof_body == b)[0])
         nm = model.joint_names[b] + (f"[{j - first}]" if NV[jt] > 1 else "")
-        linear = jt == PRISMATIC or (jt == FREE and j - first < 3)
+        linear = j - first < n_linear.get(jt, 0)
         out.append((nm, "m", "m/s", "N") if linear else (nm, "rad", "rad/s", "N m"))
     return out
 

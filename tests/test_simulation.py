@@ -290,3 +290,19 @@ def test_position_columns_show_bases_as_position_and_roll_pitch_yaw():
     assert not any(lab[0].startswith("q[") for lab in labels)
     assert S.shape[1] == sum({"free": 6, "spherical": 3, "planar": 3}.get(jaxdyn.model.joints.JOINT_NAMES[int(t)], 1)
                              for t in m.jtype)
+
+
+def test_dof_labels_units_follow_the_motion_of_each_dof():
+    """The units of the summaries' and plots' dof columns: a dof is linear ("m", "m/s", "N")
+    exactly when moving along it (jaxdyn.integrate) leaves its body's orientation unchanged."""
+    from jaxdyn.output import dof_labels
+    types = ("spherical", "revolute_unbounded", "planar", "prismatic", "revolute", "helical")
+    m = jaxdyn.robots.random_tree(8, 0.5, 22, joint_types=types, floating_base=True)
+    assert {jaxdyn.model.joints.JOINT_NAMES[int(t)] for t in m.jtype} == set(types) | {"free"}
+    q = jaxdyn.random_configuration(m, jax.random.PRNGKey(4))
+    R0 = jaxdyn.frame_poses(m, q)[0]
+    moved = jax.vmap(lambda dq: jaxdyn.frame_poses(m, jaxdyn.integrate(m, q, dq))[0])(0.3 * jnp.eye(m.nv))
+    labels = dof_labels(m)
+    for j, b in enumerate(m.topology.dof_body):
+        linear = bool(np.allclose(moved[j, b], R0[b], atol=1e-12))
+        assert labels[j][1:] == (("m", "m/s", "N") if linear else ("rad", "rad/s", "N m")), (j, labels[j])
