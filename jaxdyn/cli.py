@@ -262,11 +262,14 @@ def main(argv=None):
         a.add_argument("config", nargs="?", default=None,
                        help=f"TOML file or built-in name: {', '.join(builtin_configs(cmd))}")
         a.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
-    v = sub.add_parser("view", help="write the animation (one HTML file) of a run folder or a trajectory.csv")
-    v.add_argument("path", help="a run folder (with trajectory.csv and summary.txt) or a trajectory CSV")
-    v.add_argument("--robot", default=None, help="the robot (built-in name, urdf:PATH, erd:NAME, mjcf:PATH); "
-                   "default: the robot named in the run's summary.txt")
-    v.add_argument("--out", default=None, help="the HTML file (default: animation.html beside the CSV)")
+    v = sub.add_parser("view", help="write the animation (one HTML file) of a run folder or a trajectory.csv, "
+                       "or the joint tour of a robot model")
+    v.add_argument("path", help="a run folder (with trajectory.csv and summary.txt), a trajectory CSV, or a robot "
+                   "model: a URDF or MJCF file or a robot name (built-in, urdf:PATH, erd:NAME, mjcf:PATH)")
+    v.add_argument("--robot", default=None, help="the robot of a run or CSV (built-in name, urdf:PATH, erd:NAME, "
+                   "mjcf:PATH); default: the robot named in the run's summary.txt")
+    v.add_argument("--out", default=None, help="the HTML file (default: animation.html beside the CSV; "
+                   "jaxdyn-out/view/<name>.html for a model)")
     started = time.perf_counter()
     args = p.parse_args(argv)
     args.started = started          # the command's start, for the summaries' wall times

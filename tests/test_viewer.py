@@ -208,3 +208,73 @@ def test_a_failed_rollout_is_shown_up_to_its_last_finite_sample(tmp_path):
     assert sc["robots"][0]["t"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     with pytest.raises(ValueError, match="first sample .* is not finite"):
         viewer.scene(puma, np.full((3, 6), np.nan))
+
+
+def _rot(axis, a):
+    """The rotation by angle a about the unit axis (Rodrigues)."""
+    k = np.asarray(axis, float)
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + np.sin(a) * K + (1 - np.cos(a)) * K @ K
+
+
+def test_view_command_tours_the_joints_of_a_model_file(tmp_path, monkeypatch, capsys):
+    """``jaxdyn view robot.urdf`` (a model, no run): every dof in turn goes to its lower and
+    upper limit and back; the embedded poses at the ends of each leg are the URDF's joint
+    motions in closed form; a dof without limits moves +-viewer TOUR_AMPLITUDE."""
+    from jaxdyn.apps.view_cli import TOUR_AMPLITUDE
+    from jaxdyn.cli import main
+    monkeypatch.chdir(tmp_path)
+    link = ('<link name="{}"><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" '
+            'iyz="0"/></inertial></link>')
+    (tmp_path / "arm.urdf").write_text(
+        '<robot name="arm"><link name="base"/>' + "".join(link.format(n) for n in ("l1", "l2", "l3")) +
+        '<joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><origin xyz="0 0 0.1"/>'
+        '<axis xyz="0 0 1"/><limit lower="-1" upper="2" effort="1" velocity="1"/></joint>'
+        '<joint name="j2" type="prismatic"><parent link="l1"/><child link="l2"/><origin xyz="0.5 0 0"/>'
+        '<axis xyz="1 0 0"/><limit lower="-0.1" upper="0.3" effort="1" velocity="1"/></joint>'
+        '<joint name="j3" type="continuous"><parent link="l2"/><child link="l3"/><origin xyz="0 0 0.2"/>'
+        '<axis xyz="0 1 0"/></joint></robot>')
+    assert main(["view", "arm.urdf"]) == 0
+    assert "wrote jaxdyn-out/view/arm.html" in capsys.readouterr().err
+    rob = viewer.read_scene(tmp_path / "jaxdyn-out" / "view" / "arm.html")["robots"][0]
+    n = 12                                                   # samples per leg
+    assert len(rob["t"]) == 9 * n + 1 and rob["t"][-1] == pytest.approx(9.0)
+    P = np.asarray(rob["poses"], float).reshape(len(rob["t"]), 3, 12)     # (samples, bodies, [p, R])
+    p, R = P[..., :3], P[..., 3:].reshape(P.shape[:2] + (3, 3))
+
+    def expect(k, a1, d2, a3):
+        R1 = _rot([0, 0, 1], a1)
+        p2 = np.array([0, 0, 0.1]) + R1 @ np.array([0.5 + d2, 0, 0])
+        np.testing.assert_allclose(R[k, 0], R1, atol=1e-9)
+        np.testing.assert_allclose(p[k, 1], p2, atol=1e-9)
+        np.testing.assert_allclose(R[k, 2], R1 @ _rot([0, 1, 0], a3), atol=1e-9)
+        np.testing.assert_allclose(p[k, 2], p2 + R1 @ np.array([0, 0, 0.2]), atol=1e-9)
+    a = TOUR_AMPLITUDE[0]
+    for k, state in [(0, (0, 0, 0)), (n, (-1, 0, 0)), (2 * n, (2, 0, 0)), (3 * n, (0, 0, 0)), (4 * n, (0, -0.1, 0)),
+                     (5 * n, (0, 0.3, 0)), (7 * n, (0, 0, -a)), (8 * n, (0, 0, a)), (9 * n, (0, 0, 0))]:
+        expect(k, *state)
+    assert main(["view", "arm.urdf"]) == 0 and "replaced jaxdyn-out/view/arm.html" in capsys.readouterr().err
+    # a model is not a run: --robot is refused; a name that is neither says what view takes
+    assert main(["view", "arm.urdf", "--robot", "planar3"]) == 2 and "is a robot model" in capsys.readouterr().err
+    assert main(["view", "nothing_here"]) == 2 and "URDF / MJCF file or robot name" in capsys.readouterr().err
+    # a closed mechanism by name: shown at its start configuration
+    assert main(["view", "four_bar", "--out", "fb.html"]) == 0
+    fb = viewer.read_scene(tmp_path / "fb.html")["robots"][0]
+    assert fb["t"] == [0.0, 1.0] and fb["poses"][0] == fb["poses"][1]
+
+
+def test_view_command_tours_an_mjcf_file_to_mujocos_joint_ranges(tmp_path, capsys):
+    """An MJCF file (told from a URDF by its root element): the hinge reaches the range that
+    MuJoCo compiles (degrees in the file, radians in MuJoCo's model)."""
+    mujoco = pytest.importorskip("mujoco")
+    from jaxdyn.cli import main
+    xml = ('<mujoco model="hinge"><worldbody><body name="b" pos="0 0 1"><joint name="h" type="hinge" axis="1 1 0" '
+           'range="-30 75"/><geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05"/></body></worldbody></mujoco>')
+    (tmp_path / "hinge.xml").write_text(xml)
+    lo, hi = mujoco.MjModel.from_xml_string(xml).jnt_range[0]
+    assert main(["view", str(tmp_path / "hinge.xml"), "--out", str(tmp_path / "h.html")]) == 0
+    assert "joint tour of its 1 dofs" in capsys.readouterr().err
+    P = np.asarray(viewer.read_scene(tmp_path / "h.html")["robots"][0]["poses"], float).reshape(-1, 1, 12)
+    axis = np.array([1.0, 1.0, 0.0]) / np.sqrt(2.0)
+    for k, ang in ((0, 0.0), (12, lo), (24, hi), (36, 0.0)):
+        np.testing.assert_allclose(P[k, 0, 3:].reshape(3, 3), _rot(axis, ang), atol=1e-9)

@@ -1,12 +1,19 @@
-"""``jaxdyn view RUN_DIR_OR_CSV [--robot NAME] [--out FILE]``: the animation of a run's
-``trajectory.csv`` (columns t, q1..qn, ...), written as one HTML file (:mod:`jaxdyn.viewer`).
+"""``jaxdyn view PATH [--robot NAME] [--out FILE]``: one HTML file (:mod:`jaxdyn.viewer`) of a
+run's ``trajectory.csv`` (columns t, q1..qn, ...) or of a robot model alone.
 
-The robot is ``--robot`` (a built-in name, ``urdf:PATH``, ``erd:NAME``, ``mjcf:PATH``), else the
-``robot source`` line of the run's ``summary.txt`` (what ``simulate`` and ``trajopt`` ran: the
-config's ``robot.name`` or ``simulate --robot``, file paths made absolute), else, for a
-summary without that line, the ``robot.name`` of the config named on its first line (a
-built-in config, or a TOML path from the working folder).  The HTML goes to ``--out``, else
-``animation.html`` beside the CSV (an existing one is replaced, and the command says so).
+A run: PATH is a run folder or its CSV.  The robot is ``--robot`` (a built-in name,
+``urdf:PATH``, ``erd:NAME``, ``mjcf:PATH``), else the ``robot source`` line of the run's
+``summary.txt`` (what ``simulate`` and ``trajopt`` ran: the config's ``robot.name`` or
+``simulate --robot``, file paths made absolute), else, for a summary without that line, the
+``robot.name`` of the config named on its first line (a built-in config, or a TOML path from
+the working folder).  The HTML goes to ``--out``, else ``animation.html`` beside the CSV.
+
+A model: PATH is a URDF or MJCF file (told apart by its root element) or a robot name as
+``--robot`` takes it.  The page is its joint tour (:func:`joint_tour`): from the start
+configuration (MuJoCo's ``qpos0`` for an MJCF file, else neutral) every dof in turn moves to
+its lower and upper limit and back, so that each joint's axis, sign and range can be seen.  A
+closed chain is shown at its start configuration.  The HTML goes to ``--out``, else
+``jaxdyn-out/view/<name>.html``.  An existing file is replaced, and the command says so.
 """
 from __future__ import annotations
 
@@ -59,28 +66,109 @@ def read_csv(path, nq):
     return X[:, 0], X[:, 1:nq + 1]
 
 
-def run(args) -> int:
-    """``jaxdyn view``: write the animation of ``args.path`` (see the module docstring)."""
-    from ..errors import ArgumentError
-    from ..io.named import robot_by_name
+TOUR_AMPLITUDE = (0.5, 0.25)
+"""How far :func:`joint_tour` moves a dof without finite limits each way: 0.5 rad, or a
+quarter of the robot's size for a linear dof (m)."""
+
+
+def joint_tour(model, q0, seconds=1.0, samples=12):
+    """(t (N,), Q (N, nq)): every dof of ``model`` in turn, in v order, moved from ``q0`` to
+    its lower limit, to its upper limit and back, by ``jaxdyn.integrate`` along the dof with
+    a cosine profile (``seconds`` and ``samples`` per leg, three legs per dof).  A dof of a
+    1-dof joint with finite limits reaches them (q0's coordinate clipped into them first);
+    any other dof moves by +-:data:`TOUR_AMPLITUDE` (angular, linear)."""
+    import numpy as np
+
+    from ..kinematics import frame_poses
+    from ..model.configuration import integrate
+    from ..model.joints import NQ
+    from ..output import dof_labels
+    q0 = np.asarray(q0, float).copy()
+    lo, hi = np.asarray(model.q_lower, float), np.asarray(model.q_upper, float)
+    qaddr, dof_body = model.topology.qaddr, model.topology.dof_body
+    one = [NQ[int(model.jtype[b])] == 1 and np.isfinite(lo[qaddr[b]]) and np.isfinite(hi[qaddr[b]])
+           for b in dof_body]
+    for j, b in enumerate(dof_body):
+        if one[j]:
+            q0[qaddr[b]] = np.clip(q0[qaddr[b]], lo[qaddr[b]], hi[qaddr[b]])
+    p = np.asarray(frame_poses(model, q0)[1], float)[:model.nb]
+    size = max(float(np.max(p.max(0) - p.min(0))), 0.2) if model.nb else 0.2
+    s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)          # (samples,) in (0, 1]
+    D = [np.zeros(model.nv)]
+    for j, (b, lab) in enumerate(zip(dof_body, dof_labels(model))):
+        if one[j]:
+            low, up = lo[qaddr[b]] - q0[qaddr[b]], hi[qaddr[b]] - q0[qaddr[b]]
+        else:
+            up = TOUR_AMPLITUDE[0] if lab[1] == "rad" else TOUR_AMPLITUDE[1] * size
+            low = -up
+        for a, c in ((0.0, low), (low, up), (up, 0.0)):
+            D += [np.eye(model.nv)[j] * (a + (c - a) * x) for x in s]
+    import jax
+    Q = np.asarray(jax.jit(jax.vmap(integrate, (None, None, 0)))(model, q0, np.asarray(D)))
+    return seconds / samples * np.arange(len(D)), Q
+
+
+def _model_spec(path):
+    """The robot that ``jaxdyn view``'s PATH names ("urdf:..." or "mjcf:..." for a file with a
+    URDF's or an MJCF's root element, a robot name as it is), or None for a run folder or CSV."""
+    from ..io import mechanisms
+    from ..io.meshes import xml_root_tag
+    from ..io.named import BUILTIN
+    if os.path.isdir(path):
+        return None
+    if os.path.isfile(path):
+        kind = {"robot": "urdf", "mujoco": "mjcf"}.get(xml_root_tag(path))
+        return None if kind is None else f"{kind}:{os.path.abspath(path)}"
+    if path.split(":", 1)[0] in ("urdf", "mjcf", "erd") or path in BUILTIN or path in mechanisms.MECHANISMS:
+        return path
+    return None
+
+
+def _write(model, Q, t, out, title, robot, what):
+    """The page of ``model`` playing (t, Q) at ``out``, and the command's line about it."""
     from ..io.named import model_file
     from ..viewer import animate
+    existed = os.path.exists(out)
+    animate(model, Q, out, t=t, title=title, visuals=model_file(robot))
+    print(f"{'replaced' if existed else 'wrote'} {out}: {robot}, {what}", file=sys.stderr)
+    return 0
+
+
+def run(args) -> int:
+    """``jaxdyn view``: write the page of ``args.path`` (see the module docstring)."""
+    import numpy as np
+
+    from ..errors import ArgumentError
+    from ..io.named import robot_by_name, start_configuration
     src = args.path
+    spec = _model_spec(src)
+    if spec is not None:
+        if args.robot:
+            raise ArgumentError(f"{src} is a robot model; --robot names the robot of a run folder or CSV")
+        built = robot_by_name(spec)
+        model = built[0] if isinstance(built, tuple) else built
+        tree = getattr(model, "model", model)
+        name = os.path.splitext(os.path.basename(spec.split(":", 1)[-1]))[0]
+        out = args.out or os.path.join("jaxdyn-out", "view", f"{name}.html")
+        if isinstance(built, tuple):                  # a closed chain: its start configuration
+            q0 = np.asarray(built[1], float)
+            return _write(model, np.stack([q0, q0]), np.array([0.0, 1.0]), out, f"{tree.name} (start configuration)",
+                          spec, "a closed chain at its start configuration")
+        t, Q = joint_tour(tree, start_configuration(spec, tree))
+        return _write(model, Q, t, out, f"{tree.name}: joint tour", spec,
+                      f"joint tour of its {tree.nv} dofs, {t[-1]:g} s")
     if os.path.isdir(src):
         run_dir, csv = src, os.path.join(src, "trajectory.csv")
     else:
         run_dir, csv = os.path.dirname(os.path.abspath(src)), src
     if not os.path.exists(csv):
-        raise ArgumentError(f"{csv}: no such file (give a run folder with trajectory.csv, or a CSV)")
+        raise ArgumentError(f"{csv}: no such file (give a run folder with trajectory.csv, a CSV, or a URDF / MJCF "
+                            "file or robot name to see the robot)")
     robot = args.robot or _robot_from_summary(run_dir)
     built = robot_by_name(robot)
     model = built[0] if isinstance(built, tuple) else built          # a mechanism: (ClosedModel, q0)
     tree = getattr(model, "model", model)
     t, Q = read_csv(csv, tree.nq)
     out = args.out or os.path.join(os.path.dirname(os.path.abspath(csv)), "animation.html")
-    existed = os.path.exists(out)
-    animate(model, Q, out, t=t, title=f"{os.path.basename(os.path.abspath(run_dir))} ({tree.name})",
-            visuals=model_file(robot))
-    print(f"{'replaced' if existed else 'wrote'} {out}: {robot}, {len(t)} samples, t = {t[0]:g}..{t[-1]:g} s",
-          file=sys.stderr)
-    return 0
+    return _write(model, Q, t, out, f"{os.path.basename(os.path.abspath(run_dir))} ({tree.name})", robot,
+                  f"{len(t)} samples, t = {t[0]:g}..{t[-1]:g} s")
