@@ -195,3 +195,16 @@ def test_stacked_heterogeneous_models_under_vmap():
         u = np.asarray(big.body_maps[j])
         np.testing.assert_allclose(P[j, u], Pj, atol=1e-12)
         np.testing.assert_allclose(R[j, u], Rj, atol=1e-12)
+
+
+def test_a_model_without_bodies_has_no_frame_poses():
+    """An MJCF of world geoms only loads as a model of no bodies (nq = nv = 0): its frame
+    poses are empty (was an IndexError), its dynamics are empty, its total mass 0."""
+    z = np.zeros
+    m = jaxdyn.build_model(parent=[], jtype=[], Xtree_E=z((0, 3, 3)), Xtree_r=z((0, 3)), axis=z((0, 3)), mass=z(0),
+                           com=z((0, 3)), inertia=z((0, 3, 3)))
+    q = jaxdyn.neutral(m)
+    R, p = jaxdyn.frame_poses(m, q)
+    assert R.shape == (0, 3, 3) and p.shape == (0, 3)
+    assert jaxdyn.aba(m, q, q, q).shape == (0,) and jaxdyn.crba(m, q).shape == (0, 0)
+    assert float(jaxdyn.total_mass(m)) == 0.0

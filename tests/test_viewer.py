@@ -257,6 +257,10 @@ def test_view_command_tours_the_joints_of_a_model_file(tmp_path, monkeypatch, ca
     # a model is not a run: --robot is refused; a name that is neither says what view takes
     assert main(["view", "arm.urdf", "--robot", "planar3"]) == 2 and "is a robot model" in capsys.readouterr().err
     assert main(["view", "nothing_here"]) == 2 and "URDF / MJCF file or robot name" in capsys.readouterr().err
+    (tmp_path / "fixed.urdf").write_text('<robot name="fixed"><link name="base"/>' + link.format("l1") +
+                                         '<joint name="j" type="fixed"><parent link="base"/><child link="l1"/></joint>'
+                                         '</robot>')
+    assert main(["view", "fixed.urdf"]) == 2 and "no joint to tour" in capsys.readouterr().err
     # a closed mechanism by name: shown at its start configuration
     assert main(["view", "four_bar", "--out", "fb.html"]) == 0
     fb = viewer.read_scene(tmp_path / "fb.html")["robots"][0]

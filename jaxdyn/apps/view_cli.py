@@ -154,6 +154,9 @@ def run(args) -> int:
             q0 = np.asarray(built[1], float)
             return _write(model, np.stack([q0, q0]), np.array([0.0, 1.0]), out, f"{tree.name} (start configuration)",
                           spec, "a closed chain at its start configuration")
+        if tree.nv == 0:
+            raise ArgumentError(f"{src}: robot {tree.name!r} has no degrees of freedom (every joint is fixed): "
+                                "no joint to tour")
         t, Q = joint_tour(tree, start_configuration(spec, tree))
         return _write(model, Q, t, out, f"{tree.name}: joint tour", spec,
                       f"joint tour of its {tree.nv} dofs, {t[-1]:g} s")

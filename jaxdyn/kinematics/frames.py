@@ -68,8 +68,10 @@ def frame_pose(model: Model, q: Configuration, name):
 
 @jax.jit
 def frame_poses(model: Model, q):
-    """World poses of all frames: R (nf, 3, 3), p (nf, 3)."""
+    """World poses of all frames: R (nf, 3, 3), p (nf, 3) (empty for a model without frames)."""
     check_state(model, q=q)
+    if not model.frame_names:
+        return jnp.zeros((0, 3, 3), model.frame_E.dtype), jnp.zeros((0, 3), model.frame_r.dtype)
     Xup, _ = joint_transforms(model, q)
     X0 = world_transforms(model, Xup)
     Xf, _ = jax.vmap(lambda i: frame_X0(model, X0, i))(jnp.arange(len(model.frame_names)))
