@@ -141,6 +141,17 @@ def test_chromium_draws_a_moving_robot(pages, page, tmp_path):
     assert changed > 0.002, changed
 
 
+def test_a_page_of_one_sample_plays_at_that_sample(tmp_path):
+    """A page of a single configuration (e.g. a pose from inverse kinematics): playing it keeps
+    the clock at its one time instead of running a second past it."""
+    puma = jaxdyn.robots.puma560()
+    path = viewer.animate(puma, np.full((1, 6), 0.3), tmp_path / "pose.html", t=np.array([2.0]))
+    dom = _chromium(f"file://{path}", tmp_path, "dom", "--virtual-time-budget=1500", "--dump-dom").stdout
+    assert 'data-drawn="1"' in dom and "data-error" not in dom, dom[-2000:]
+    shown = float(dom.split('data-time="')[1].split('"')[0])
+    assert shown == 2.0, shown
+
+
 def test_camera_follows_a_robot_that_travels_far(pages, tmp_path):
     """A floating robot thrown 30 m: the camera follows it (``follow``; the robots
     that stay in place keep the fixed camera), so at the first and the last sample alike the
