@@ -77,6 +77,7 @@ def joint_tour(model, q0, seconds=1.0, samples=12):
     a cosine profile (``seconds`` and ``samples`` per leg, three legs per dof).  A dof of a
     1-dof joint with finite limits reaches them (q0's coordinate clipped into them first);
     any other dof moves by +-:data:`TOUR_AMPLITUDE` (angular, linear)."""
+    import jax
     import numpy as np
 
     from ..kinematics import frame_poses
@@ -94,17 +95,16 @@ def joint_tour(model, q0, seconds=1.0, samples=12):
     p = np.asarray(frame_poses(model, q0)[1], float)[:model.nb]
     size = max(float(np.max(p.max(0) - p.min(0))), 0.2) if model.nb else 0.2
     s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)          # (samples,) in (0, 1]
-    D = [np.zeros(model.nv)]
+    n = 3 * samples                                                             # samples per dof
+    D = np.zeros((1 + n * model.nv, model.nv))                                  # row 0: q0 itself
     for j, (b, lab) in enumerate(zip(dof_body, dof_labels(model))):
         if one[j]:
             low, up = lo[qaddr[b]] - q0[qaddr[b]], hi[qaddr[b]] - q0[qaddr[b]]
         else:
             up = TOUR_AMPLITUDE[0] if lab[1] == "rad" else TOUR_AMPLITUDE[1] * size
             low = -up
-        for a, c in ((0.0, low), (low, up), (up, 0.0)):
-            D += [np.eye(model.nv)[j] * (a + (c - a) * x) for x in s]
-    import jax
-    Q = np.asarray(jax.jit(jax.vmap(integrate, (None, None, 0)))(model, q0, np.asarray(D)))
+        D[1 + n * j:1 + n * (j + 1), j] = np.concatenate([a + (c - a) * s for a, c in ((0.0, low), (low, up), (up, 0.0))])
+    Q = np.asarray(jax.jit(jax.vmap(integrate, (None, None, 0)))(model, q0, D))
     return seconds / samples * np.arange(len(D)), Q
 
 
