@@ -192,6 +192,23 @@ def test_bad_constraints_named_at_close_loops():
         jaxdyn.rollout(m, q, np.zeros(3), None, steps=2, stabilization=(1.0, 1.0))
 
 
+def test_placements_are_rotations_to_the_precision_they_are_given_in():
+    """A placement computed in float32 (e.g. from frame poses with jax_enable_x64 off, as
+    mechanisms.arms_holding_box(3) does) is a rotation to float32 round-off, not to 1e-9: it is
+    accepted; a matrix 0.1 % off a rotation is refused in either precision."""
+    m, cm, q = four_bar()
+    c, s_ = np.float32(np.cos(0.7)), np.float32(np.sin(0.7))
+    axis = np.array([1, 2, 2], np.float32) / np.float32(3)
+    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]], np.float32)
+    R32 = np.eye(3, dtype=np.float32) + s_ * K + (np.float32(1) - c) * (K @ K)
+    assert R32.dtype == np.float32 and np.abs(R32.astype(float) @ R32.astype(float).T - np.eye(3)).max() > 1e-9
+    for R in (R32, jnp.asarray(R32, jnp.float32)):
+        jaxdyn.close_loops(m, [jaxdyn.Constraint("point", "tip", None, placement_b=(R, np.zeros(3)))])
+    for R in (1.001 * R32, 1.001 * R32.astype(float)):
+        with pytest.raises(ModelError, match="R is not a rotation matrix"):
+            jaxdyn.close_loops(m, [jaxdyn.Constraint("point", "tip", None, placement_b=(R, np.zeros(3)))])
+
+
 def _rot(rng):
     A = np.linalg.qr(rng.normal(size=(3, 3)))[0]
     return A * np.sign(np.linalg.det(A))

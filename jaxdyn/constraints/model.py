@@ -98,13 +98,15 @@ def _placement(pl, what):
         return np.eye(3), np.zeros(3)
     try:
         R, p = pl
+        given = np.asarray(R).dtype               # R R^T = 1 is checked to the precision R was given in
         R, p = np.asarray(R, float), np.asarray(p, float)
     except (TypeError, ValueError):
         raise ModelError(f"{what} must be (R (3, 3), p (3,)), got {pl!r}") from None
     if R.shape != (3, 3) or p.shape != (3,) or not (np.all(np.isfinite(R)) and np.all(np.isfinite(p))):
         raise ModelError(f"{what} must be (R (3, 3), p (3,)) with finite entries, got shapes {R.shape}, {p.shape}")
-    if not np.allclose(R @ R.T, np.eye(3), atol=1e-9) or np.linalg.det(R) < 0:
-        raise ModelError(f"{what}: R is not a rotation matrix (R R^T != 1 or det R < 0)")
+    tol = max(1e-9, 100 * np.finfo(given if np.issubdtype(given, np.floating) else float).eps)
+    if not np.allclose(R @ R.T, np.eye(3), atol=tol) or np.linalg.det(R) < 0:
+        raise ModelError(f"{what}: R is not a rotation matrix (R R^T != 1 within {tol:.1e} or det R < 0)")
     return R, p
 
 
