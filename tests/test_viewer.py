@@ -5,6 +5,7 @@ loads the pages without a JavaScript error and draws a robot that moves between 
 import os
 import shutil
 import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -100,12 +101,12 @@ def test_embedded_frames_are_frame_poses(pages, page):
         R, p = jax.vmap(jaxdyn.frame_poses, (None, 0))(tree, tr.q[idx])
         P = np.asarray(rob["poses"]).reshape(len(idx), -1, 12)
         nb = tree.nb
-        np.testing.assert_allclose(P[:, :, :3], np.asarray(p)[:, :nb], atol=1e-9)
-        np.testing.assert_allclose(P[:, :, 3:], np.asarray(R)[:, :nb].reshape(len(idx), nb, 9), atol=1e-9)
+        np.testing.assert_allclose(P[:, :, :3], np.asarray(p)[:, :nb], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(P[:, :, 3:], np.asarray(R)[:, :nb].reshape(len(idx), nb, 9), rtol=0, atol=1e-9)
         if hasattr(model, "frames_a"):       # contact frames of the closed model
             fr = sorted({f for f in model.frames_a + model.frames_b if f >= 0})
             C = np.asarray(rob["contacts"]["poses"]).reshape(len(idx), -1, 12)
-            np.testing.assert_allclose(C[:, :, :3], np.asarray(p)[:, fr], atol=1e-9)
+            np.testing.assert_allclose(C[:, :, :3], np.asarray(p)[:, fr], rtol=0, atol=1e-9)
 
 
 def _chromium(url, tmp_path, name, *extra):
@@ -256,10 +257,10 @@ def test_view_command_tours_the_joints_of_a_model_file(tmp_path, monkeypatch, ca
     def expect(k, a1, d2, a3):
         R1 = _rot([0, 0, 1], a1)
         p2 = np.array([0, 0, 0.1]) + R1 @ np.array([0.5 + d2, 0, 0])
-        np.testing.assert_allclose(R[k, 0], R1, atol=1e-9)
-        np.testing.assert_allclose(p[k, 1], p2, atol=1e-9)
-        np.testing.assert_allclose(R[k, 2], R1 @ _rot([0, 1, 0], a3), atol=1e-9)
-        np.testing.assert_allclose(p[k, 2], p2 + R1 @ np.array([0, 0, 0.2]), atol=1e-9)
+        np.testing.assert_allclose(R[k, 0], R1, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(p[k, 1], p2, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(R[k, 2], R1 @ _rot([0, 1, 0], a3), rtol=0, atol=1e-9)
+        np.testing.assert_allclose(p[k, 2], p2 + R1 @ np.array([0, 0, 0.2]), rtol=0, atol=1e-9)
     a = TOUR_AMPLITUDE[0]
     for k, state in [(0, (0, 0, 0)), (n, (-1, 0, 0)), (2 * n, (2, 0, 0)), (3 * n, (0, 0, 0)), (4 * n, (0, -0.1, 0)),
                      (5 * n, (0, 0.3, 0)), (7 * n, (0, 0, -a)), (8 * n, (0, 0, a)), (9 * n, (0, 0, 0))]:
@@ -272,10 +273,31 @@ def test_view_command_tours_the_joints_of_a_model_file(tmp_path, monkeypatch, ca
                                          '<joint name="j" type="fixed"><parent link="base"/><child link="l1"/></joint>'
                                          '</robot>')
     assert main(["view", "fixed.urdf"]) == 2 and "no joint to tour" in capsys.readouterr().err
-    # a closed mechanism by name: shown at its start configuration
+    # a closed mechanism by name: it moves along the one motion its loop allows, the loop closed
+    # throughout: the rocker's tip stays on its ground pivot (2, 0, 0), the crank turns
     assert main(["view", "four_bar", "--out", "fb.html"]) == 0
+    assert "closed chain, 1 directions of motion" in capsys.readouterr().err
     fb = viewer.read_scene(tmp_path / "fb.html")["robots"][0]
-    assert fb["t"] == [0.0, 1.0] and fb["poses"][0] == fb["poses"][1]
+    tip = np.asarray(fb["contacts"]["poses"], float).reshape(len(fb["t"]), 12)[:, :3]
+    assert len(fb["t"]) == 3 * n + 1
+    np.testing.assert_allclose(tip, np.tile([2.0, 0.0, 0.0], (len(tip), 1)), rtol=0, atol=1e-9)
+    crank = np.asarray(fb["poses"], float).reshape(len(fb["t"]), 3, 12)[:, 0, 3:]   # body 0's R, row-major
+    assert np.ptp(np.arctan2(crank[:, 3], crank[:, 0])) > 0.3
+
+
+def test_view_command_runs_in_float64(tmp_path):
+    """``jaxdyn view`` in a process of its own (jax_enable_x64 off by default) computes its
+    poses in float64, as the other commands: the embedded neutral pose of the PUMA equals
+    frame_poses in float64 to 1e-9 (float32 is off by ~1e-7)."""
+    out = tmp_path / "puma.html"
+    r = subprocess.run([sys.executable, "-m", "jaxdyn.cli", "view", "puma560", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "JAXDYN_CACHE_DIR": ""})
+    assert r.returncode == 0, r.stderr[-2000:]
+    puma = jaxdyn.robots.puma560()
+    P = np.asarray(viewer.read_scene(out)["robots"][0]["poses"][0], float).reshape(puma.nb, 12)
+    R, p = jaxdyn.frame_poses(puma, jaxdyn.neutral(puma))
+    np.testing.assert_allclose(P[:, :3], np.asarray(p)[:puma.nb], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(P[:, 3:], np.asarray(R)[:puma.nb].reshape(puma.nb, 9), rtol=0, atol=1e-9)
 
 
 def test_view_command_tours_an_mjcf_file_to_mujocos_joint_ranges(tmp_path, capsys):
@@ -292,4 +314,4 @@ def test_view_command_tours_an_mjcf_file_to_mujocos_joint_ranges(tmp_path, capsy
     P = np.asarray(viewer.read_scene(tmp_path / "h.html")["robots"][0]["poses"], float).reshape(-1, 1, 12)
     axis = np.array([1.0, 1.0, 0.0]) / np.sqrt(2.0)
     for k, ang in ((0, 0.0), (12, lo), (24, hi), (36, 0.0)):
-        np.testing.assert_allclose(P[k, 0, 3:].reshape(3, 3), _rot(axis, ang), atol=1e-9)
+        np.testing.assert_allclose(P[k, 0, 3:].reshape(3, 3), _rot(axis, ang), rtol=0, atol=1e-9)

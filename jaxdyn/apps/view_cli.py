@@ -12,7 +12,7 @@ A model: PATH is a URDF or MJCF file (told apart by its root element) or a robot
 ``--robot`` takes it.  The page is its joint tour (:func:`joint_tour`): from the start
 configuration (MuJoCo's ``qpos0`` for an MJCF file, else neutral) every dof in turn moves to
 its lower and upper limit and back, so that each joint's axis, sign and range can be seen.  A
-closed chain is shown at its start configuration.  The HTML goes to ``--out``, else
+closed chain moves instead along each direction its constraints allow (:func:`loop_tour`).  The HTML goes to ``--out``, else
 ``jaxdyn-out/view/<name>.html``.  An existing file is replaced, and the command says so.
 """
 from __future__ import annotations
@@ -69,9 +69,11 @@ def read_csv(path, nq):
 TOUR_AMPLITUDE = (0.5, 0.25)
 """How far :func:`joint_tour` moves a dof without finite limits each way: 0.5 rad, or a
 quarter of the robot's size for a linear dof (m)."""
+TOUR_SAMPLES = 12
+"""Samples per leg of a tour (:func:`joint_tour`, :func:`loop_tour`): three legs per direction."""
 
 
-def joint_tour(model, q0, seconds=1.0, samples=12):
+def joint_tour(model, q0, seconds=1.0, samples=TOUR_SAMPLES):
     """(t (N,), Q (N, nq)): every dof of ``model`` in turn, in v order, moved from ``q0`` to
     its lower limit, to its upper limit and back, by ``jaxdyn.integrate`` along the dof with
     a cosine profile (``seconds`` and ``samples`` per leg, three legs per dof).  A dof of a
@@ -108,6 +110,50 @@ def joint_tour(model, q0, seconds=1.0, samples=12):
     return seconds / samples * np.arange(len(D)), Q
 
 
+def loop_tour(cm, q0, seconds=1.0, samples=TOUR_SAMPLES, tries=6):
+    """(t (N,), Q (N, nq)) of a closed chain ``cm`` (:class:`jaxdyn.ClosedModel`): along each
+    direction of motion that its constraints allow at ``q0`` (an orthonormal basis of the null
+    space of the constraint Jacobian K(q0), scaled to a largest component of 1) the
+    configuration moves by -a, +a and back (three legs as in :func:`joint_tour`), every
+    sample projected onto the constraints (:func:`jaxdyn.project_constraints`).  a starts at
+    :data:`TOUR_AMPLITUDE` [0] and is halved (at most ``tries`` times) while a sample of that
+    direction does not close (residual above 1e-9 of the mechanism's size); a direction that
+    never closes is left out.  No allowed motion: q0 alone."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from ..constraints import constraint_jacobian, constraint_residual, project_constraints
+    from ..kinematics import frame_poses
+    from ..model.configuration import integrate
+    tree = cm.model
+    q0 = np.asarray(q0, float)
+    K = np.asarray(constraint_jacobian(cm, q0), float).reshape(-1, tree.nv)
+    sv, Vt = np.linalg.svd(K)[1:] if len(K) else (np.zeros(0), np.eye(tree.nv))
+    rank = int(np.sum(sv > 1e-9 * max(sv.max(initial=0.0), 1.0)))
+    N = Vt[rank:].T / np.abs(Vt[rank:]).max(1)                                  # (nv, k)
+    p = np.asarray(frame_poses(tree, q0)[1], float)[:tree.nb]
+    tol = 1e-9 * max(float(np.max(p.max(0) - p.min(0))), 1.0)
+    s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)
+    legs = np.concatenate([-s, -1.0 + 2.0 * s, 1.0 - s])                        # 0 -> -1 -> 1 -> 0
+    zero = jnp.zeros(tree.nv, q0.dtype)
+
+    @jax.jit
+    def along(n, a):
+        """The samples of one direction n at amplitude a and their largest residual."""
+        Q = jax.vmap(lambda x: project_constraints(cm, integrate(tree, q0, x * a * n), zero)[0])(legs)
+        return Q, jnp.max(jnp.abs(jax.vmap(lambda q: constraint_residual(cm, q))(Q)))
+    Qs = [q0[None]]
+    for n in N.T:
+        for k in range(tries + 1):
+            Q, r = along(n, TOUR_AMPLITUDE[0] / 2 ** k)
+            if float(r) <= tol:
+                Qs.append(np.asarray(Q))
+                break
+    Q = np.concatenate(Qs)
+    return seconds / samples * np.arange(len(Q)), Q
+
+
 def _model_spec(path):
     """The robot that ``jaxdyn view``'s PATH names ("urdf:..." or "mjcf:..." for a file with a
     URDF's or an MJCF's root element, a robot name as it is), or None for a run folder or CSV."""
@@ -135,11 +181,13 @@ def _write(model, Q, t, out, title, robot, what):
 
 
 def run(args) -> int:
-    """``jaxdyn view``: write the page of ``args.path`` (see the module docstring)."""
-    import numpy as np
+    """``jaxdyn view``: write the page of ``args.path`` (see the module docstring), in float64
+    as the other commands."""
+    import jax
 
     from ..errors import ArgumentError
     from ..io.named import robot_by_name, start_configuration
+    jax.config.update("jax_enable_x64", True)
     src = args.path
     spec = _model_spec(src)
     if spec is not None:
@@ -150,10 +198,10 @@ def run(args) -> int:
         tree = getattr(model, "model", model)
         name = os.path.splitext(os.path.basename(spec.split(":", 1)[-1]))[0]
         out = args.out or os.path.join("jaxdyn-out", "view", f"{name}.html")
-        if isinstance(built, tuple):                  # a closed chain: its start configuration
-            q0 = np.asarray(built[1], float)
-            return _write(model, np.stack([q0, q0]), np.array([0.0, 1.0]), out, f"{tree.name} (start configuration)",
-                          spec, "a closed chain at its start configuration")
+        if isinstance(built, tuple):                  # a closed chain: the motions its constraints allow
+            t, Q = loop_tour(model, built[1])
+            return _write(model, Q, t, out, f"{tree.name}: the motions its loops allow", spec,
+                          f"closed chain, {(len(t) - 1) // (3 * TOUR_SAMPLES)} directions of motion, {t[-1]:g} s")
         if tree.nv == 0:
             raise ArgumentError(f"{src}: robot {tree.name!r} has no degrees of freedom (every joint is fixed): "
                                 "no joint to tour")
