@@ -315,3 +315,21 @@ def test_view_command_tours_an_mjcf_file_to_mujocos_joint_ranges(tmp_path, capsy
     axis = np.array([1.0, 1.0, 0.0]) / np.sqrt(2.0)
     for k, ang in ((0, 0.0), (12, lo), (24, hi), (36, 0.0)):
         np.testing.assert_allclose(P[k, 0, 3:].reshape(3, 3), _rot(axis, ang), rtol=0, atol=1e-9)
+
+
+def test_view_command_moves_an_mjcf_closed_chain_with_its_loop_closed(tmp_path, capsys):
+    """An MJCF four-bar whose loop is a connect equality (its qpos0 closes the loop): the page
+    moves it along its one free motion, and the two sites the equality connects coincide at
+    every embedded sample."""
+    pytest.importorskip("mujoco")
+    from jaxdyn.cli import main
+    from test_apps_cli import _FOURBAR
+    (tmp_path / "fourbar.xml").write_text(_FOURBAR)
+    assert main(["view", str(tmp_path / "fourbar.xml"), "--out", str(tmp_path / "fb.html")]) == 0
+    assert "closed chain, 1 directions of motion" in capsys.readouterr().err
+    rob = viewer.read_scene(tmp_path / "fb.html")["robots"][0]
+    C = np.asarray(rob["contacts"]["poses"], float).reshape(len(rob["t"]), -1, 12)
+    (a, b), = rob["contacts"]["pairs"]
+    np.testing.assert_allclose(C[:, a, :3], C[:, b, :3], rtol=0, atol=1e-9)
+    P = np.asarray(rob["poses"], float).reshape(len(rob["t"]), -1, 12)
+    assert np.ptp(P[:, 0, 3]) > 0.05                    # the crank turns

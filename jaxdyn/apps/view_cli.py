@@ -112,9 +112,10 @@ def joint_tour(model, q0, seconds=1.0, samples=TOUR_SAMPLES):
 
 def loop_tour(cm, q0, seconds=1.0, samples=TOUR_SAMPLES, tries=6):
     """(t (N,), Q (N, nq)) of a closed chain ``cm`` (:class:`jaxdyn.ClosedModel`): along each
-    direction of motion that its constraints allow at ``q0`` (an orthonormal basis of the null
-    space of the constraint Jacobian K(q0), scaled to a largest component of 1) the
-    configuration moves by -a, +a and back (three legs as in :func:`joint_tour`), every
+    direction of motion that its constraints allow at ``q0`` (projected onto the constraints
+    first; an orthonormal basis of the null space of the constraint Jacobian K(q0), scaled to
+    a largest component of 1) the configuration moves by -a, +a and back (three legs as in
+    :func:`joint_tour`), every
     sample projected onto the constraints (:func:`jaxdyn.project_constraints`).  a starts at
     :data:`TOUR_AMPLITUDE` [0] and is halved (at most ``tries`` times) while a sample of that
     direction does not close (residual above 1e-9 of the mechanism's size); a direction that
@@ -127,7 +128,8 @@ def loop_tour(cm, q0, seconds=1.0, samples=TOUR_SAMPLES, tries=6):
     from ..kinematics import frame_poses
     from ..model.configuration import integrate
     tree = cm.model
-    q0 = np.asarray(q0, float)
+    zero = jnp.zeros(tree.nv)
+    q0 = np.asarray(project_constraints(cm, jnp.asarray(q0, float), zero)[0])      # e.g. an MJCF's qpos0
     K = np.asarray(constraint_jacobian(cm, q0), float).reshape(-1, tree.nv)
     sv, Vt = np.linalg.svd(K)[1:] if len(K) else (np.zeros(0), np.eye(tree.nv))
     rank = int(np.sum(sv > 1e-9 * max(sv.max(initial=0.0), 1.0)))
@@ -136,7 +138,6 @@ def loop_tour(cm, q0, seconds=1.0, samples=TOUR_SAMPLES, tries=6):
     tol = 1e-9 * max(float(np.max(p.max(0) - p.min(0))), 1.0)
     s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)
     legs = np.concatenate([-s, -1.0 + 2.0 * s, 1.0 - s])                        # 0 -> -1 -> 1 -> 0
-    zero = jnp.zeros(tree.nv, q0.dtype)
 
     @jax.jit
     def along(n, a):
