@@ -66,6 +66,16 @@ def read_csv(path, nq):
     return X[:, 0], X[:, 1:nq + 1]
 
 
+def _extent(model, q):
+    """The largest extent (m) of the body origins of ``model`` at configuration q along a
+    world axis (0 without bodies): the robot's size, for the tours' amplitudes and tolerances."""
+    import numpy as np
+
+    from ..kinematics import frame_poses
+    p = np.asarray(frame_poses(model, q)[1], float)[:model.nb]
+    return float(np.max(p.max(0) - p.min(0))) if model.nb else 0.0
+
+
 TOUR_AMPLITUDE = (0.5, 0.25)
 """How far :func:`joint_tour` moves a dof without finite limits each way: 0.5 rad, or a
 quarter of the robot's size for a linear dof (m)."""
@@ -82,7 +92,6 @@ def joint_tour(model, q0, seconds=1.0, samples=TOUR_SAMPLES):
     import jax
     import numpy as np
 
-    from ..kinematics import frame_poses
     from ..model.configuration import integrate
     from ..model.joints import NQ
     from ..output import dof_labels
@@ -94,8 +103,7 @@ def joint_tour(model, q0, seconds=1.0, samples=TOUR_SAMPLES):
     for j, b in enumerate(dof_body):
         if one[j]:
             q0[qaddr[b]] = np.clip(q0[qaddr[b]], lo[qaddr[b]], hi[qaddr[b]])
-    p = np.asarray(frame_poses(model, q0)[1], float)[:model.nb]
-    size = max(float(np.max(p.max(0) - p.min(0))), 0.2) if model.nb else 0.2
+    size = max(_extent(model, q0), 0.2)
     s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)          # (samples,) in (0, 1]
     n = 3 * samples                                                             # samples per dof
     D = np.zeros((1 + n * model.nv, model.nv))                                  # row 0: q0 itself
@@ -125,17 +133,14 @@ def loop_tour(cm, q0, seconds=1.0, samples=TOUR_SAMPLES, tries=6):
     import numpy as np
 
     from ..constraints import constraint_jacobian, constraint_residual, project_constraints
-    from ..kinematics import frame_poses
+    from ..constraints.dynamics import null_space
     from ..model.configuration import integrate
     tree = cm.model
     zero = jnp.zeros(tree.nv)
     q0 = np.asarray(project_constraints(cm, jnp.asarray(q0, float), zero)[0])      # e.g. an MJCF's qpos0
-    K = np.asarray(constraint_jacobian(cm, q0), float).reshape(-1, tree.nv)
-    sv, Vt = np.linalg.svd(K)[1:] if len(K) else (np.zeros(0), np.eye(tree.nv))
-    rank = int(np.sum(sv > 1e-9 * max(sv.max(initial=0.0), 1.0)))
-    N = Vt[rank:].T / np.abs(Vt[rank:]).max(1)                                  # (nv, k)
-    p = np.asarray(frame_poses(tree, q0)[1], float)[:tree.nb]
-    tol = 1e-9 * max(float(np.max(p.max(0) - p.min(0))), 1.0)
+    N = null_space(constraint_jacobian(cm, q0), tree.nv)
+    N = N / np.abs(N).max(0)                                                    # (nv, k), largest component 1
+    tol = 1e-9 * max(_extent(tree, q0), 1.0)
     s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)
     legs = np.concatenate([-s, -1.0 + 2.0 * s, 1.0 - s])                        # 0 -> -1 -> 1 -> 0
 

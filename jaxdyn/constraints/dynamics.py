@@ -229,6 +229,17 @@ def _project_constraints(cm, q, qd, iters):
     return q, qd - pinv_apply(K, K @ qd)
 
 
+def null_space(K, nv: int):
+    """An orthonormal basis N (nv, k) of the velocities a constraint Jacobian K (m, nv) allows,
+    K N = 0 (host-side, numpy): the right singular vectors of singular values up to 1e-10 of
+    the largest (at least 1).  K without rows: the identity."""
+    K = np.asarray(K, float).reshape(-1, nv)
+    if not len(K):
+        return np.eye(nv)
+    _, s, Vt = np.linalg.svd(K)
+    return Vt[int(np.sum(s > 1e-10 * max(1.0, s[0]))):].T
+
+
 def check_assembled(cm: ClosedModel, q, where: str, tol: float | None = None):
     """Raise :class:`jaxdyn.errors.ModelError` naming ``where``, the violated constraints and
     their residuals unless every constraint holds at the concrete configuration q:

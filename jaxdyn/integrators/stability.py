@@ -36,13 +36,12 @@ def damping_rate(M, damping, K=None) -> float:
     on the null space of the constraint Jacobian K (m, nv) if given.  M (nv, nv) the mass
     matrix, damping (nv,).  0 without damping; inf where M is singular on that space
     (:data:`SINGULAR`: the dynamics are singular there)."""
+    from ..constraints.dynamics import null_space
     M, D = np.asarray(M, float), np.diag(np.asarray(damping, float))
     if not D.any():
         return 0.0
-    if K is not None and np.size(K):
-        _, s, Vt = np.linalg.svd(np.asarray(K, float))
-        rank = int(np.sum(s > 1e-10 * max(1.0, s[0])))
-        N = Vt[rank:].T
+    if K is not None:
+        N = null_space(K, M.shape[0])
         M, D = N.T @ M @ N, N.T @ D @ N
     if M.shape[0] == 0:
         return 0.0
