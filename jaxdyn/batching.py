@@ -197,14 +197,14 @@ def minv_methods():
 
 
 @lru_cache(maxsize=None)
-def _derivatives(fn):
+def _derivatives(fn, f_ext_frame):
     terms = aba_derivatives_terms if fn == "aba" else rnea_derivatives_terms
-    core = lambda m, q, qd, x, keep=same: terms(m, q, qd, x, keep=keep)
+    core = lambda m, q, qd, x, f, g, keep=same: terms(m, q, qd, x, f, g, f_ext_frame, keep=keep)
     p = -1 if fn == "aba" else 1                   # M^-1 or M on the inactive dofs
-    def rest(st, q, qd, x):
+    def rest(st, q, qd, x, f, g):
         d = _diag(st, p)
         return jnp.zeros_like(d), jnp.zeros_like(d), d
-    f = jax.custom_jvp(batchable(core, 32, (("q", "v", "v"), rest)))
+    f = jax.custom_jvp(batchable(core, 32, (("q", "v", "v", "b", None), rest)))
     f.defjvp(_autodiff_rule(core), symbolic_zeros=True)
     return f
 
@@ -214,37 +214,46 @@ def _check_method(method):
         raise ArgumentError(f"method must be one of {DERIVATIVE_METHODS}, got {method!r}")
 
 
-@partial(jax.jit, static_argnames=("method",))
-def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent,
+@partial(jax.jit, static_argnames=("f_ext_frame", "method"))
+def rnea_derivatives(model: Model, q: Configuration, qd: Tangent, qdd: Tangent, f_ext: BodyWrenches | None = None,
+                     gravity: Gravity | None = None, f_ext_frame="local",
                      method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
-    """(dtau_dq, dtau_dqd, M), each (nv, nv), of tau = RNEA(q, qd, qdd) (Pinocchio's
-    ``computeRNEADerivatives``: dtau_dq in the tangent space at q; gravity included, joint
-    damping not).  ``method``: "analytic" (Carpentier and Mansard 2018,
-    :mod:`jaxdyn.dynamics.derivatives`) or "autodiff" (reverse mode through :func:`rnea`)."""
+    """(dtau_dq, dtau_dqd, M), each (nv, nv), of tau = RNEA(q, qd, qdd, f_ext) (Pinocchio's
+    ``computeRNEADerivatives``, fext included: dtau_dq in the tangent space at q; gravity
+    included, joint damping not).  f_ext, gravity, f_ext_frame as :func:`rnea`: a force given
+    in a body's frame turns with the body, one given in world coordinates does not.
+    ``method``: "analytic" (Carpentier and Mansard 2018, :mod:`jaxdyn.dynamics.derivatives`)
+    or "autodiff" (reverse mode through :func:`rnea`)."""
     model, (q, qd, qdd) = _prepare(model, q=q, qd=qd, qdd=qdd)
+    check_gravity(model, gravity)
+    check_f_ext(model, f_ext, f_ext_frame)
     _check_method(method)
     if model.nv == 0:
         return (jnp.zeros((0, 0), q.dtype),) * 3
     if method == "analytic":
-        return _derivatives("rnea")(model, q, qd, qdd)
-    dq, dv = state_jacobians(lambda qq, vv: rnea(model, qq, vv, qdd), model, q, qd)
+        return _derivatives("rnea", f_ext_frame)(model, q, qd, qdd, f_ext, gravity)
+    dq, dv = state_jacobians(lambda qq, vv: rnea(model, qq, vv, qdd, f_ext, gravity, f_ext_frame), model, q, qd)
     return dq, dv, crba(model, q)
 
 
-@partial(jax.jit, static_argnames=("method",))
-def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent,
+@partial(jax.jit, static_argnames=("f_ext_frame", "method"))
+def aba_derivatives(model: Model, q: Configuration, qd: Tangent, tau: Tangent, f_ext: BodyWrenches | None = None,
+                    gravity: Gravity | None = None, f_ext_frame="local",
                     method="analytic") -> tuple[JointMatrix, JointMatrix, JointMatrix]:
-    """(dqdd_dq, dqdd_dqd, Minv), each (nv, nv), of qdd = ABA(q, qd, tau) (Pinocchio's
-    ``computeABADerivatives``; dqdd_dtau = Minv; no joint damping).  ``method``: "analytic"
-    (-M^-1 (d tau / d q, d tau / d qd) at qdd = ABA(q, qd, tau), Carpentier and Mansard 2018)
-    or "autodiff" (reverse mode through :func:`aba`)."""
+    """(dqdd_dq, dqdd_dqd, Minv), each (nv, nv), of qdd = ABA(q, qd, tau, f_ext) (Pinocchio's
+    ``computeABADerivatives``, fext included; dqdd_dtau = Minv; no joint damping).  f_ext,
+    gravity, f_ext_frame as :func:`aba`.  ``method``: "analytic" (-M^-1 (d tau / d q,
+    d tau / d qd) at qdd = ABA(q, qd, tau), Carpentier and Mansard 2018) or "autodiff"
+    (reverse mode through :func:`aba`)."""
     model, (q, qd, tau) = _prepare(model, q=q, qd=qd, tau=tau)
+    check_gravity(model, gravity)
+    check_f_ext(model, f_ext, f_ext_frame)
     _check_method(method)
     if model.nv == 0:
         return (jnp.zeros((0, 0), q.dtype),) * 3
     if method == "analytic":
-        return _derivatives("aba")(model, q, qd, tau)
-    dq, dv = state_jacobians(lambda qq, vv: aba(model, qq, vv, tau), model, q, qd)
+        return _derivatives("aba", f_ext_frame)(model, q, qd, tau, f_ext, gravity)
+    dq, dv = state_jacobians(lambda qq, vv: aba(model, qq, vv, tau, f_ext, gravity, f_ext_frame), model, q, qd)
     return dq, dv, minv(model, q)
 
 

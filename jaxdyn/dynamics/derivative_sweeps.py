@@ -27,13 +27,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial as sp
-from ..kinematics import joint_transforms, root_transforms
+from ..kinematics import joint_transforms, root_transforms, world_transforms
 from ..kinematics.bodies import bodies, dof_columns
 from ..model.model import Model
 from ..spatial.linalg import mv, tr, tree_sum
 from ..tree import same
 from .tree_inverse import branches, matmul, tree_spd_inverse
-from .common import body_inertia_matrices, gravity_acceleration
+from .common import body_inertia_matrices, external_forces, gravity_acceleration
 from .crba import gather_pairs, mass_matrix_from, pair_values
 
 
@@ -163,14 +163,25 @@ def _from_roots(model: Model, topo: Topology, g):
     return jnp.take(g, model.topology.roots, axis=1)
 
 
-def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, fx=None):
+def external_root_forces(model: Model, kin: Kinematics, Xup, f_ext, frame):
+    """The external forces f_ext (nb, 6, ...) (rows [force; moment] in ``frame``, as
+    :func:`jaxdyn.aba` takes them) in each tree's root frame, [n; f] (6, nb, ...); None for
+    None."""
+    if f_ext is None:
+        return None
+    fx = external_forces(model, f_ext, frame, world_transforms(model, Xup) if frame == "world" else None)
+    return sp.apply_force_T(kin.Xr, jnp.moveaxis(fx, 0, 1))            # X^T: body -> root frame
+
+
+def joint_forces(model: Model, topo: Topology, kin: Kinematics, qdd, keep=same, fe=None):
     """Body accelerations a (6, nb, ...) at qdd (nv, ...), the subtree force sums F (6, nb, ...)
     and the joint forces J^T F (nv, ...) (tau without armature): f = I a + v x* I v - f_ext,
-    with ``fx`` the external forces [n; f] (6, nb, ...) in each body's frame (None: none).
-    ``qdd`` None: at qdd = 0 (the bias forces h; XLA does not drop a product with zeros)."""
+    with ``fe`` the external forces (6, nb, ...) in the root frames
+    (:func:`external_root_forces`; None: none).  ``qdd`` None: at qdd = 0 (the bias forces h;
+    XLA does not drop a product with zeros)."""
     a = kin.abias if qdd is None else keep(kin.abias + _over(topo.A, kin.J * qdd[None], 1))
     f = mv(kin.I, a) + sp.cross_force(kin.v, kin.h)
-    f = keep(f if fx is None else f - sp.apply_force_T(kin.Xr, fx))   # X^T: body -> root frame
+    f = keep(f if fe is None else f - fe)
     F = keep(_over(topo.anc.T, f, 1))
     Fd = _gather(F, topo.body, 1, model.nb)
     return a, F, tree_sum([kin.J[i] * Fd[i] for i in range(6)])
@@ -182,9 +193,12 @@ def dof_inertias(model: Model, topo: Topology, kin: Kinematics, keep=same):
     return ICd, keep(mv(ICd, kin.J))
 
 
-def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, ICW, keep=same):
+def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, ICW, keep=same, Fw=None):
     """(dtau_dq, dtau_dqd), each (nv, nv, ...) (:mod:`jaxdyn.dynamics.derivatives`), with
-    ``ICW`` = :func:`dof_inertias`."""
+    ``ICW`` = :func:`dof_inertias`.  ``Fw`` (6, nb, ...): the part of F that does not turn with
+    the bodies (the subtree sums of -f_ext given in world coordinates), or None.  It leaves the
+    term J_c^T (J_k x* F_k) (c above k), and where k is at or above c, J_c turns under a fixed
+    Fw_c: d (J_c^T Fw_c) / d q_k = (J_k x J_c)^T Fw_c = J_k^T (J_c x* Fw_c)."""
     nb = model.nb
     root = (model.parent < 0).reshape((nb,) + (1,) * (a.ndim - 2))
     ap = keep(_gather(jnp.where(root, kin.g, _gather(a, topo.parent, 1, nb)), topo.body, 1, nb))
@@ -192,16 +206,20 @@ def assemble(model: Model, topo: Topology, kin: Kinematics, a, F, ICW, keep=same
     dAq = keep(sp.cross_motion(ap, J) + sp.cross_motion(kin.vp, u))
     dAv = keep(sp.cross_motion(kin.vb, J) + u)
     ICd, W = ICW                                                        # IC_c, IC_c J_c
-    BCd, Fd = keep((_gather(kin.BC, topo.body, 2, nb), _gather(F, topo.body, 1, nb)))
+    BCd, Fd = keep((_gather(kin.BC, topo.body, 2, nb), _gather(F if Fw is None else F - Fw, topo.body, 1, nb)))
     V = keep(mv(tr(BCd), J))                                            # BC_c^T J_c
     Pq = keep(mv(ICd, dAq) + mv(BCd, u) + sp.cross_force(J, Fd))        # d F_k / d q_k (subtree of k)
     Pv = keep(mv(ICd, dAv) + mv(BCd, J))
     WV, dAqu, dAvJ = keep((jnp.concatenate([W, V]), jnp.concatenate([dAq, u]), jnp.concatenate([dAv, J])))
+    WVq = WV
+    if Fw is not None:                                                  # c's and k's factors of the fixed forces' term
+        WVq, dAqu = keep((jnp.concatenate([WV, sp.cross_force(J, _gather(Fw, topo.body, 1, nb))]),
+                          jnp.concatenate([dAqu, J])))
     above, anc = np.nonzero(topo.pair.T - topo.same), np.nonzero(topo.pair)   # c's body strictly above k's; k's at or above c's
     no = np.zeros(len(above[0]), bool), np.zeros(len(anc[0]), bool)
     dq, dv = (keep(gather_pairs(model.nv, [(pair_values(J, P, *above), *above, no[0]),
-                                           (pair_values(WV, D, *anc), *anc, no[1])]))
-              for P, D in ((Pq, dAqu), (Pv, dAvJ)))
+                                           (pair_values(C, D, *anc), *anc, no[1])]))
+              for P, C, D in ((Pq, WVq, dAqu), (Pv, WV, dAvJ)))
     return dq, dv
 
 
@@ -211,28 +229,37 @@ def inverse_mass_matrix(topo: Topology, M, keep=same):
     return tree_spd_inverse(M, branches(topo.pair, topo.same), keep)
 
 
-def rnea_derivatives_terms(model: Model, q, qd, qdd, gravity=None, keep=same):
-    """(dtau_dq, dtau_dqd, M) (nv, nv, ...) of one state or a batch-last chunk."""
+def _state_terms(model: Model, q, qd, f_ext, gravity, frame, keep):
+    """The terms every derivative shares: (topology, :class:`Kinematics`, external forces in
+    the root frames or None, their fixed part's subtree sums Fw or None, (IC_c, IC_c J_c))."""
     topo = topology(model)
-    kin = kinematics(model, topo, *joint_transforms(model, q, keep), qd, gravity, keep)
-    a, F, _ = joint_forces(model, topo, kin, qdd, keep)
-    ICW = dof_inertias(model, topo, kin, keep)
-    return assemble(model, topo, kin, a, F, ICW, keep) + (keep(mass_matrix_from(model, kin.J, ICW[1], dof_axis=1)),)
+    Xup, S = joint_transforms(model, q, keep)
+    kin = kinematics(model, topo, Xup, S, qd, gravity, keep)
+    fe = external_root_forces(model, kin, Xup, f_ext, frame)
+    Fw = None if fe is None or frame == "local" else keep(_over(topo.anc.T, -fe, 1))
+    return topo, kin, fe, Fw, dof_inertias(model, topo, kin, keep)
 
 
-def aba_derivatives_terms(model: Model, q, qd, tau, gravity=None, keep=same):
+def rnea_derivatives_terms(model: Model, q, qd, qdd, f_ext=None, gravity=None, frame="local", keep=same):
+    """(dtau_dq, dtau_dqd, M) (nv, nv, ...) of one state or a batch-last chunk; f_ext (nb, 6,
+    ...) rows [force; moment] in ``frame`` ("local": each body's, "world") or None."""
+    topo, kin, fe, Fw, ICW = _state_terms(model, q, qd, f_ext, gravity, frame, keep)
+    a, F, _ = joint_forces(model, topo, kin, qdd, keep, fe)
+    return assemble(model, topo, kin, a, F, ICW, keep, Fw) + (keep(mass_matrix_from(model, kin.J, ICW[1], dof_axis=1)),)
+
+
+def aba_derivatives_terms(model: Model, q, qd, tau, f_ext=None, gravity=None, frame="local", keep=same):
     """(dqdd_dq, dqdd_dqd, Minv) (nv, nv, ...) of one state or a batch-last chunk: qdd =
     M^-1 (tau - h), with h the joint forces at qdd = 0 and M from the same terms (M^-1:
-    :func:`inverse_mass_matrix`); then -M^-1 (d tau / d q, d tau / d qd)."""
-    topo = topology(model)
-    kin = kinematics(model, topo, *joint_transforms(model, q, keep), qd, gravity, keep)
-    _, _, h = joint_forces(model, topo, kin, None, keep)
-    ICW = dof_inertias(model, topo, kin, keep)
+    :func:`inverse_mass_matrix`); then -M^-1 (d tau / d q, d tau / d qd).  f_ext as
+    :func:`rnea_derivatives_terms`."""
+    topo, kin, fe, Fw, ICW = _state_terms(model, q, qd, f_ext, gravity, frame, keep)
+    _, _, h = joint_forces(model, topo, kin, None, keep, fe)
     M = keep(mass_matrix_from(model, kin.J, ICW[1], dof_axis=1))
     Mi = inverse_mass_matrix(topo, M, keep)
     b = tau - h                    # each product kept: fused, the three nested M^-1 / M products
     qdd = keep(mv(Mi, b))          # were recomputed for every element of J qdd
     qdd = keep(qdd + mv(Mi, keep(b - mv(M, qdd))))
-    a, F, _ = joint_forces(model, topo, kin, qdd, keep)
-    dq, dv = assemble(model, topo, kin, a, F, ICW, keep)
+    a, F, _ = joint_forces(model, topo, kin, qdd, keep, fe)
+    dq, dv = assemble(model, topo, kin, a, F, ICW, keep, Fw)
     return -matmul(Mi, dq), -matmul(Mi, dv), Mi

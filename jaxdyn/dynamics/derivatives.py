@@ -27,7 +27,10 @@ f_j = I_j a_j + v_j x* h_j along a change u of v_j) and the subtree sums IC, BC,
     M_ck             = J_c^T IC_d J_k
 
 where d is the deeper of the two bodies (of dofs c and k; the terms vanish unless one is an
-ancestor of the other).  All S are constant in the child frame (``jaxdyn.model.joints``), so
+ancestor of the other).  External forces enter f as -f_ext.  One given in a body's frame
+turns with the body, as I_j a_j does; one given in world coordinates does not, so its subtree
+sums Fw leave the last term of d tau / d q and add J_k^T (J_c x* Fw_d) where k is at or above c
+(J_c turns under a fixed force).  All S are constant in the child frame (``jaxdyn.model.joints``), so
 d J_c / d q_k = J_k x J_c for k above c.  Per-body terms are O(n); the pairwise assembly is
 one masked (nv, nv) product per matrix.  ABA's derivatives follow from RNEA's (Carpentier &
 Mansard, Sec. IV): d qdd / d x = -M^-1 d tau / d x at qdd = ABA(q, qd, tau); here qdd =
