@@ -1,5 +1,6 @@
 """Command line: ``jaxdyn simulate [CONFIG] [--out DIR] [--batch N] [--robot urdf:PATH]``,
-``jaxdyn trajopt [CONFIG] [--out DIR]``, ``jaxdyn identify [CONFIG] [--out DIR]``.
+``jaxdyn trajopt [CONFIG] [--out DIR]``, ``jaxdyn identify [CONFIG] [--out DIR] [--robot NAME]``,
+``jaxdyn view ROBOT_OR_RUN [--robot NAME] [--out FILE]``.
 
 Exit codes: 0 success; 2 bad input (config, robot file, arguments: one line naming the
 problem, no traceback); 3 the simulation became non-finite (names the time and quantity).
@@ -100,7 +101,7 @@ def _setup(args) -> _Setup:
     import numpy as np
 
     import jaxdyn
-    from .apps.common import output_dir, require_joints, require_stable_step
+    from .apps.common import output_dir, require_joints, require_stable_step, with_robot
     from .config import check_method, load_config, sim_steps
     from .errors import ConfigError
     from .io.named import start_configuration
@@ -116,9 +117,7 @@ def _setup(args) -> _Setup:
             raise ConfigError(f"--robot {args.robot}: config {cfg['name']!r} is for a closed chain "
                               f"({'; '.join(why)}); --robot simulates a tree with zero torque: give "
                               "a tree config (e.g. puma_freefall) or none")
-        cfg["robot"]["name"] = args.robot
-        stem = os.path.splitext(os.path.basename(args.robot.split(":", 1)[-1]))[0]
-        cfg["name"] = cfg["name"] + "_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
+        cfg = with_robot(cfg, args.robot)
     out_name = cfg["name"]
     built = _robot(cfg["robot"]["name"])
     closed, q_closed = built if isinstance(built, tuple) else (None, None)
@@ -262,6 +261,10 @@ def main(argv=None):
         a.add_argument("config", nargs="?", default=None,
                        help=f"TOML file or built-in name: {', '.join(builtin_configs(cmd))}")
         a.add_argument("--out", default=None, help="output directory (default ./jaxdyn-out/<config name>/)")
+        if cmd == "identify":
+            a.add_argument("--robot", default=None, help="urdf:PATH, erd:NAME or mjcf:PATH: identify that robot "
+                           "with the config's excitation, noise and estimation (output folder named after config "
+                           "and robot)")
     v = sub.add_parser("view", help="write the animation (one HTML file) of a run folder or a trajectory.csv, "
                        "or the joint tour of a robot model")
     v.add_argument("path", help="a run folder (with trajectory.csv and summary.txt), a trajectory CSV, or a robot "

@@ -80,6 +80,43 @@ def test_identify_flat_robots(tmp_path, robot):
     assert np.linalg.norm(B[:, 2] - B[:, 1]) <= 1e-6 * np.linalg.norm(B[:, 1])
 
 
+_TWO_LINK = """<robot name="two_link"><link name="base"/>
+  <link name="upper"><inertial><origin xyz="0.1 0.02 -0.2"/><mass value="2.5"/>
+    <inertia ixx="0.05" iyy="0.04" izz="0.02" ixy="0.001" ixz="0.002" iyz="-0.001"/></inertial></link>
+  <link name="lower"><inertial><origin xyz="0 0.05 -0.15"/><mass value="1.25"/>
+    <inertia ixx="0.02" iyy="0.03" izz="0.015" ixy="0" ixz="0.001" iyz="0"/></inertial></link>
+  <joint name="shoulder" type="revolute"><parent link="base"/><child link="upper"/><axis xyz="0 1 0"/>
+    <limit lower="-2" upper="2" effort="50" velocity="5"/></joint>
+  <joint name="elbow" type="revolute"><parent link="upper"/><child link="lower"/><origin xyz="0 0 -0.4"/>
+    <axis xyz="1 0 0"/><limit lower="-2" upper="2" effort="50" velocity="5"/></joint></robot>"""
+
+
+def test_identify_robot_option_runs_the_config_on_that_robot(tmp_path, monkeypatch, capsys):
+    """`jaxdyn identify CONFIG --robot urdf:PATH` identifies the URDF's robot with the config's
+    excitation, noise and estimation: the true parameters are the file's masses and first
+    moments m c, noise-free least squares recovers the base parameters, the folder is named
+    after config and robot; a closed mechanism is refused (exit 2, one line)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "two.urdf").write_text(_TWO_LINK)
+    (tmp_path / "c.toml").write_text('[robot]\nname = "planar3"\n[excitation]\nT = 4.0\ndt = 0.02\noptimize_steps = 0\n'
+                                     '[noise]\ntorque_std = 0.0\nq_std = 0.0\nqd_std = 0.0\nqdd_std = 0.0\n'
+                                     '[estimation]\nsteps = 20\n[validation]\nT = 2.0\n')
+    assert main(["identify", "c.toml", "--robot", "urdf:two.urdf"]) == 0
+    out = tmp_path / "jaxdyn-out" / "c_two"
+    assert "robot: two_link (nb=2, 20 inertial parameters)" in _summary(out / "summary.txt")
+    rows = {tuple(r[:2]): float(r[2]) for r in (ln.split(",") for ln in (out / "parameters.csv").read_text().splitlines()[1:])}
+    want = {("upper", "m"): 2.5, ("upper", "mcx"): 0.25, ("upper", "mcy"): 0.05, ("upper", "mcz"): -0.5,
+            ("lower", "m"): 1.25, ("lower", "mcx"): 0.0, ("lower", "mcy"): 0.0625, ("lower", "mcz"): -0.1875}
+    for k, w in want.items():
+        assert abs(rows[k] - w) <= 1e-12, (k, rows[k], w)
+    B = np.loadtxt(out / "base_parameters.csv", delimiter=",", skiprows=1, ndmin=2)
+    assert np.linalg.norm(B[:, 2] - B[:, 1]) <= 1e-6 * np.linalg.norm(B[:, 1])
+    capsys.readouterr()
+    assert main(["identify", "c.toml", "--robot", "four_bar"]) == 2
+    err = capsys.readouterr().err
+    assert "four_bar' is closed" in err and len(err.strip().splitlines()) == 1, err
+
+
 def _check_replay(model, out, q0, qT):
     """From trajectory.csv alone (columns t, q, qd, tau; row k's tau held over sample k): the
     torques replayed open-loop on RK4 at dt give the CSV's states (the optimizer's model) and on

@@ -47,13 +47,26 @@ def discard(path):
     return True
 
 
+def with_robot(cfg, robot):
+    """``cfg`` run on another robot (``--robot``: a robot name as ``robot.name`` takes it): its
+    robot.name replaced, its name suffixed with the robot file's stem (the output folder's
+    name), e.g. identify_puma_panda."""
+    stem = os.path.splitext(os.path.basename(robot.split(":", 1)[-1]))[0]
+    cfg["robot"]["name"] = robot
+    cfg["name"] = cfg["name"] + "_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
+    return cfg
+
+
 def start(args, load):
-    """The common start of a tool's run: float64 on, the config read by ``load(args.config)``,
-    the robot (``robot_by_name``) and the output folder (:func:`output_dir`) -> (cfg, out, robot).
-    The folder is also ``args.out_dir``, which :func:`jaxdyn.cli.main` discards on an error or Ctrl-C."""
+    """The common start of a tool's run: float64 on, the config read by ``load(args.config)``
+    (on ``args.robot`` where given: :func:`with_robot`), the robot (``robot_by_name``) and the
+    output folder (:func:`output_dir`) -> (cfg, out, robot).  The folder is also
+    ``args.out_dir``, which :func:`jaxdyn.cli.main` discards on an error or Ctrl-C."""
     from ..io.named import robot_by_name
     jax.config.update("jax_enable_x64", True)
     cfg = load(args.config)
+    if getattr(args, "robot", None):
+        cfg = with_robot(cfg, args.robot)
     robot = robot_by_name(cfg["robot"]["name"])
     require_joints(robot[0].model if isinstance(robot, tuple) else robot, cfg["robot"]["name"])
     args.out_dir = output_dir(args.out, cfg["name"])
