@@ -99,7 +99,7 @@ def test_external_forces_in_either_frame():
     for i in range(B):
         pm.gravity.linear = G[i]
         for fn, (dq, dv) in zip((pin.rnea, pin.aba), got):
-            at = lambda dq, dv: world(fn, pin.integrate(pm, Q[i], dq), V[i] + dv, X[i], F[i])
+            at = lambda step_q, step_v: world(fn, pin.integrate(pm, Q[i], step_q), V[i] + step_v, X[i], F[i])
             fd_q = np.stack([(at(eps * e, 0 * e) - at(-eps * e, 0 * e)) / (2 * eps) for e in np.eye(m.nv)], 1)
             fd_v = np.stack([(at(0 * e, eps * e) - at(0 * e, -eps * e)) / (2 * eps) for e in np.eye(m.nv)], 1)
             close(dq[i], fd_q, 1e-6, f"{fn.__name__} world f_ext d/dq, state {i}")
