@@ -41,9 +41,9 @@ def use_compilation_cache():
     return path
 
 
-def _robot(name):
+def _robot(name, key="robot.name"):
     from .io.named import robot_by_name
-    return robot_by_name(name)
+    return robot_by_name(name, key)
 
 
 def _hold(model, q_ref, kp, kd):
@@ -119,10 +119,11 @@ def _setup(args) -> _Setup:
                               "a tree config (e.g. puma_freefall) or none")
         cfg = with_robot(cfg, args.robot)
     out_name = cfg["name"]
-    built = _robot(cfg["robot"]["name"])
+    key = "--robot" if args.robot else "robot.name"
+    built = _robot(cfg["robot"]["name"], key)
     closed, q_closed = built if isinstance(built, tuple) else (None, None)
     model = closed.model if closed is not None else built
-    require_joints(model, cfg["robot"]["name"])
+    require_joints(model, cfg["robot"]["name"], key)
     check_method(cfg, closed is not None)       # again: a file's equalities are known once it is loaded
     sim, ctl = cfg["simulation"], cfg["control"]
     init = cfg.get("initial", {})

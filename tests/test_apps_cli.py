@@ -95,7 +95,8 @@ def test_identify_robot_option_runs_the_config_on_that_robot(tmp_path, monkeypat
     """`jaxdyn identify CONFIG --robot urdf:PATH` identifies the URDF's robot with the config's
     excitation, noise and estimation: the true parameters are the file's masses and first
     moments m c, noise-free least squares recovers the base parameters, the folder is named
-    after config and robot; a closed mechanism is refused (exit 2, one line)."""
+    after config and robot; a closed mechanism is refused (exit 2, one line), and an unknown
+    robot is named as --robot (also by simulate)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "two.urdf").write_text(_TWO_LINK)
     (tmp_path / "c.toml").write_text('[robot]\nname = "planar3"\n[excitation]\nT = 4.0\ndt = 0.02\noptimize_steps = 0\n'
@@ -115,6 +116,11 @@ def test_identify_robot_option_runs_the_config_on_that_robot(tmp_path, monkeypat
     assert main(["identify", "c.toml", "--robot", "four_bar"]) == 2
     err = capsys.readouterr().err
     assert "four_bar' is closed" in err and len(err.strip().splitlines()) == 1, err
+    for cmd in ("identify", "simulate"):              # an unknown robot is named as the user gave it
+        assert main([cmd, "--robot", "erd:nosuch"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("jaxdyn: error: --robot 'erd:nosuch': unknown short name") and \
+            len(err.strip().splitlines()) == 1, err
 
 
 def _check_replay(model, out, q0, qT):

@@ -65,19 +65,21 @@ def start(args, load):
     from ..io.named import robot_by_name
     jax.config.update("jax_enable_x64", True)
     cfg = load(args.config)
+    key = "robot.name"
     if getattr(args, "robot", None):
-        cfg = with_robot(cfg, args.robot)
-    robot = robot_by_name(cfg["robot"]["name"])
-    require_joints(robot[0].model if isinstance(robot, tuple) else robot, cfg["robot"]["name"])
+        cfg, key = with_robot(cfg, args.robot), "--robot"
+    robot = robot_by_name(cfg["robot"]["name"], key)
+    require_joints(robot[0].model if isinstance(robot, tuple) else robot, cfg["robot"]["name"], key)
     args.out_dir = output_dir(args.out, cfg["name"])
     return cfg, args.out_dir, robot
 
 
-def require_joints(model, name):
-    """Raise ConfigError when the robot ``name`` (its tree ``model``) has no degrees of freedom
-    (every joint fixed, as in example-robot-data's quadrotor_base.urdf): nothing moves."""
+def require_joints(model, name, key="robot.name"):
+    """Raise ConfigError when the robot ``name`` (its tree ``model``; given as ``key``) has no
+    degrees of freedom (every joint fixed, as in example-robot-data's quadrotor_base.urdf):
+    nothing moves."""
     if model.nv == 0:
-        raise ConfigError(f"robot.name {name!r}: robot {model.name!r} has no degrees of freedom "
+        raise ConfigError(f"{key} {name!r}: robot {model.name!r} has no degrees of freedom "
                           "(every joint is fixed): nothing to simulate, identify or optimize")
 
 

@@ -222,7 +222,7 @@ def run(args) -> int:
         raise ArgumentError(f"{csv}: no such file (give a run folder with trajectory.csv, a CSV, or a URDF / MJCF "
                             "file or robot name to see the robot)")
     robot = args.robot or _robot_from_summary(run_dir)
-    built = robot_by_name(robot)
+    built = robot_by_name(robot, "--robot" if args.robot else "robot.name")
     model = built[0] if isinstance(built, tuple) else built          # a mechanism: (ClosedModel, q0)
     tree = getattr(model, "model", model)
     t, Q = read_csv(csv, tree.nq)

@@ -30,27 +30,28 @@ def example_robot_data_dir():
     return None
 
 
-def _erd(name):
+def _erd(name, key="robot.name"):
     import os
     d = example_robot_data_dir()
     if d is None:
-        raise ConfigError(f"robot.name 'erd:{name}' needs the example-robot-data package "
+        raise ConfigError(f"{key} 'erd:{name}' needs the example-robot-data package "
                           "(pip install example-robot-data)")
     rel = ERD_URDFS.get(name, name)
     if not rel.endswith(".urdf"):
-        raise ConfigError(f"robot.name 'erd:{name}': unknown short name; use one of {sorted(ERD_URDFS)} or a "
+        raise ConfigError(f"{key} 'erd:{name}': unknown short name; use one of {sorted(ERD_URDFS)} or a "
                           "path ending in .urdf under example-robot-data/robots")
     return os.path.join(d, rel)
 
 
-def robot_by_name(name):
+def robot_by_name(name, key="robot.name"):
     """A built-in robot ("puma560", "stanford_arm", "planar3", "double_pendulum"), a closed
     mechanism of :data:`jaxdyn.mechanisms.MECHANISMS` (returned as (ClosedModel, q0)), or
     "urdf:PATH", "mjcf:PATH" (:func:`jaxdyn.load_mjcf`: a Model, or (ClosedModel, q0) for a file
     with active connect / weld equalities, q0 MuJoCo's ``qpos0``, the pose the file describes,
     not projected onto the constraints), or "erd:NAME" (a URDF of the example-robot-data package: a short name of
     :data:`ERD_URDFS` or a path under its ``robots`` folder).  Unknown names raise
-    :class:`ConfigError` listing the known ones."""
+    :class:`ConfigError` listing the known ones, naming the name as ``key`` (where the user
+    gave it: "robot.name", "--robot")."""
     from . import robots, mechanisms
     from .urdf import load_urdf
     if name.startswith("urdf:"):
@@ -63,11 +64,11 @@ def robot_by_name(name):
             return built
         return built, start_configuration(name, built.model)    # the pose its equalities were written at
     if name.startswith("erd:"):
-        return load_urdf(_erd(name[4:]))
+        return load_urdf(_erd(name[4:], key))
     if name in mechanisms.MECHANISMS:
         return mechanisms.MECHANISMS[name]()
     if name not in BUILTIN:
-        raise ConfigError(f"robot.name {name!r} unknown; use one of "
+        raise ConfigError(f"{key} {name!r} unknown; use one of "
                           f"{sorted(BUILTIN) + sorted(mechanisms.MECHANISMS)}, urdf:PATH, mjcf:PATH or erd:NAME")
     return getattr(robots, name)()
 
