@@ -83,6 +83,14 @@ TOUR_SAMPLES = 12
 """Samples per leg of a tour (:func:`joint_tour`, :func:`loop_tour`): three legs per direction."""
 
 
+def _legs(low, up, samples):
+    """The three legs of a tour along one direction, 0 -> low -> up -> 0 ((3 * samples,)), each on
+    a cosine profile ending at its end point."""
+    import numpy as np
+    s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)          # (samples,) in (0, 1]
+    return np.concatenate([a + (c - a) * s for a, c in ((0.0, low), (low, up), (up, 0.0))])
+
+
 def joint_tour(model, q0, seconds=1.0, samples=TOUR_SAMPLES):
     """(t (N,), Q (N, nq)): every dof of ``model`` in turn, in v order, moved from ``q0`` to
     its lower limit, to its upper limit and back, by ``jaxdyn.integrate`` along the dof with
@@ -104,7 +112,6 @@ def joint_tour(model, q0, seconds=1.0, samples=TOUR_SAMPLES):
         if one[j]:
             q0[qaddr[b]] = np.clip(q0[qaddr[b]], lo[qaddr[b]], hi[qaddr[b]])
     size = max(_extent(model, q0), 0.2)
-    s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)          # (samples,) in (0, 1]
     n = 3 * samples                                                             # samples per dof
     D = np.zeros((1 + n * model.nv, model.nv))                                  # row 0: q0 itself
     for j, (b, lab) in enumerate(zip(dof_body, dof_labels(model))):
@@ -113,7 +120,7 @@ def joint_tour(model, q0, seconds=1.0, samples=TOUR_SAMPLES):
         else:
             up = TOUR_AMPLITUDE[0] if lab[1] == "rad" else TOUR_AMPLITUDE[1] * size
             low = -up
-        D[1 + n * j:1 + n * (j + 1), j] = np.concatenate([a + (c - a) * s for a, c in ((0.0, low), (low, up), (up, 0.0))])
+        D[1 + n * j:1 + n * (j + 1), j] = _legs(low, up, samples)
     Q = np.asarray(jax.jit(jax.vmap(integrate, (None, None, 0)))(model, q0, D))
     return seconds / samples * np.arange(len(D)), Q
 
@@ -141,8 +148,7 @@ def loop_tour(cm, q0, seconds=1.0, samples=TOUR_SAMPLES, tries=6):
     N = null_space(constraint_jacobian(cm, q0), tree.nv)
     N = N / np.abs(N).max(0)                                                    # (nv, k), largest component 1
     tol = 1e-9 * max(_extent(tree, q0), 1.0)
-    s = 0.5 - 0.5 * np.cos(np.pi * np.arange(1, samples + 1) / samples)
-    legs = np.concatenate([-s, -1.0 + 2.0 * s, 1.0 - s])                        # 0 -> -1 -> 1 -> 0
+    legs = _legs(-1.0, 1.0, samples)
 
     @jax.jit
     def along(n, a):
