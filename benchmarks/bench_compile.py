@@ -3,7 +3,7 @@ memory; JAX's persistent cache off unless a case turns it on), and the wall time
 command-line tools cold and with the persistent compilation cache warm.
 
 Usage: python benchmarks/bench_compile.py [--cases all|none|NAME,...] [--repeat 1]
-         [--out benchmarks/results/compile.json] [--label after] [--plot LABEL,...]
+         [--out benchmarks/results/compile.json] [--label after] [--plot LABEL,...] [--png PATH]
 
 Cases (seconds of the first call, compile included; ``first_call`` the one-state public
 functions on talos_reduced, each its own process):
@@ -192,14 +192,16 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "results", "compile.json"))
     ap.add_argument("--plot", default="", help="comma-separated labels to plot (default: every label in the "
                     "JSON); with --cases none only redraws the plot")
+    ap.add_argument("--png", default=None, help="the plot's path (default: --out with .png)")
     args = ap.parse_args()
     shown = [x for x in args.plot.split(",") if x]
+    png = args.png or args.out.replace(".json", ".png")
     names = list(CASES) + [f"cli_{t}" for t in ("simulate", "identify", "trajopt")]
     if args.cases != "all":
         names = [n for n in names if any(n.startswith(c) for c in args.cases.split(","))]
     if args.cases == "none":
         with open(args.out) as fh:
-            plot(json.load(fh), args.out.replace(".json", ".png"), shown)
+            plot(json.load(fh), png, shown)
         return
     res = {}
     for name in names:
@@ -230,7 +232,7 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(data, fh, indent=1)
-    plot(data, args.out.replace(".json", ".png"), shown)
+    plot(data, png, shown)
     print("wrote", args.out)
 
 

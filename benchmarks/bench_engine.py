@@ -3,10 +3,12 @@ B = 4096 (f64) for aba, rnea, crba and aba_derivatives on panda, anymal_c, talos
 g1 and a stack of the four, the one-state latency of ``jax.jit(aba)``, against Pinocchio (a
 Python loop of one call per state) and, with ``--before DIR``, against an earlier checkout of
 jaxdyn in the same run (its own best entry points too: ``aba_batch``, ``derivatives_batch``
-and ``jaxdyn.jit`` where it has them).
+and ``jaxdyn.jit`` where it has them); with ``--xla-flags FLAGS``, against this checkout run
+with ``XLA_FLAGS=FLAGS`` (e.g. ``--xla_cpu_use_fusion_emitters=false``, which shortens
+compiles: ``docs/performance.md``).
 
-Usage: python benchmarks/bench_engine.py [--before /path/to/old/checkout] [--rounds 3]
-         [--batch 4096] [--robots panda,anymal_c,talos_reduced,g1] [--cores 0]
+Usage: python benchmarks/bench_engine.py [--before /path/to/old/checkout] [--xla-flags FLAGS]
+         [--rounds 3] [--batch 4096] [--robots panda,anymal_c,talos_reduced,g1] [--cores 0]
          [--out benchmarks/results/engine.json]
 
 The stack rows: the four robots as one ``jaxdyn.stack`` (1024 lanes each, ``vmap`` over the
@@ -150,6 +152,8 @@ def pinocchio_rows(args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", default=None)
+    ap.add_argument("--xla-flags", default=None, help="also time this checkout with these XLA_FLAGS (version "
+                    "\"flags\"), alternating with the others")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--robots", default=",".join(ROBOTS))
@@ -160,25 +164,27 @@ def main():
     if args.worker:
         return worker(args)
     os.sched_setaffinity(0, {int(c) for c in args.cores.split(",")})
-    res = alternate(__file__, ["--batch", str(args.batch), "--robots", args.robots], args.before, args.rounds)
+    res = alternate(__file__, ["--batch", str(args.batch), "--robots", args.robots], args.before, args.rounds,
+                    args.xla_flags)
     res["pinocchio"] = pinocchio_rows(args)
     import jax
     import pinocchio as pin
     meta = dict(batch=args.batch, rounds=args.rounds, cores=args.cores, jax=jax.__version__, pinocchio=pin.__version__,
-                before=args.before)
+                before=args.before, xla_flags=args.xla_flags)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(dict(meta=meta, results=res), fh, indent=1)
     for k in sorted(res["after"]):
         row = [f"{res['after'][k]:8.2f}"]
-        if "before" in res:
-            row.append(f"{res['before'].get(k, float('nan')):8.2f}")
+        for v in ("before", "flags"):
+            if v in res:
+                row.append(f"{res[v].get(k, float('nan')):8.2f}")
         print(f"{k:34s}" + " ".join(row))
-    plot(res, args.out.replace(".json", ".png"), args.batch)
+    plot(res, args.out.replace(".json", ".png"), args.batch, args.xla_flags)
     print("wrote", args.out)
 
 
-def plot(res, path, batch):
+def plot(res, path, batch, xla_flags=None):
     """One panel per function: µs per state per robot, one bar per version, the
     earlier version's best entry point and Pinocchio."""
     try:
@@ -187,7 +193,7 @@ def plot(res, path, batch):
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, axes = plt.subplots(1, len(FUNCS), figsize=(4.2 * len(FUNCS), 4), sharey=False)
+    fig, axes = plt.subplots(1, len(FUNCS), figsize=(4.2 * len(FUNCS), 4.6), sharey=False)
     robots = sorted({k.split("/")[0] for k in res["after"]}, key=lambda r: (r == "stack", r))
     series = [("after: jax.jit(jax.vmap(f))", lambda r, f: res["after"].get(f"{r}/{f}/vmap")),
               ("after: per-member stack", lambda r, f: res["after"].get(f"{r}/{f}/per_member")),
@@ -197,6 +203,8 @@ def plot(res, path, batch):
         series.append(("before: best entry point", lambda r, f: min([v for k, v in res["before"].items()
                                                                       if k.startswith(f"{r}/{f}/") and "latency" not in k
                                                                       and "members" not in k] or [np.nan])))
+    if "flags" in res:
+        series.append((f"after, XLA_FLAGS={xla_flags}: jax.jit(jax.vmap(f))", lambda r, f: res["flags"].get(f"{r}/{f}/vmap")))
     series.append(("Pinocchio, loop (one core)", lambda r, f: res["pinocchio"].get(f"{r}/{f}/pinocchio")))
     w = 0.8 / len(series)
     for ax, f in zip(axes, FUNCS):
@@ -206,8 +214,8 @@ def plot(res, path, batch):
         ax.set_xticks(np.arange(len(robots)) + w * (len(series) - 1) / 2, robots, rotation=20, fontsize=8)
         ax.set_title(f"{f} (f64, B = {batch})")
         ax.set_ylabel("µs per state")
-    axes[0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))                        # the legend below the panels
     fig.savefig(path, dpi=110)
 
 

@@ -19,23 +19,26 @@ def timeit(fn, min_time=0.5, min_reps=3, max_reps=200):
     return float(np.median(times))
 
 
-def alternate(script, worker_args, before=None, rounds=2):
+def alternate(script, worker_args, before=None, rounds=2, xla_flags=None):
     """Run ``script --worker *worker_args`` (which prints one JSON line {case: time}) for this
-    checkout ("after") and, with ``before``, an earlier checkout, ``rounds`` times alternating
-    between them (timings on a shared machine drift), each in a fresh process with that
-    checkout first on PYTHONPATH.  Returns {version: {case: least time over the rounds}}."""
+    checkout ("after") and, with ``before``, an earlier checkout, and with ``xla_flags``, this
+    checkout again with those ``XLA_FLAGS`` ("flags"), ``rounds`` times alternating between
+    them (timings on a shared machine drift), each in a fresh process with that checkout first
+    on PYTHONPATH.  Returns {version: {case: least time over the rounds}}."""
     import json
     import os
     import subprocess
     import sys
     here = os.path.dirname(os.path.abspath(__file__))
-    versions = {"after": os.path.dirname(here)}
+    versions = {"after": (os.path.dirname(here), {})}
     if before:
-        versions["before"] = before
+        versions["before"] = (before, {})
+    if xla_flags:
+        versions["flags"] = (os.path.dirname(here), {"XLA_FLAGS": xla_flags})
     runs = {v: [] for v in versions}
     for r in range(rounds):
-        for v, root in versions.items():
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, here])}
+        for v, (root, extra) in versions.items():
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, here]), **extra}
             p = subprocess.run([sys.executable, os.path.abspath(script), "--worker", *worker_args],
                                capture_output=True, text=True, env=env, cwd="/")
             if p.returncode:
