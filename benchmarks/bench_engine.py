@@ -3,11 +3,11 @@ B = 4096 (f64) for aba, rnea, crba and aba_derivatives on panda, anymal_c, talos
 g1 and a stack of the four, the one-state latency of ``jax.jit(aba)``, against Pinocchio (a
 Python loop of one call per state) and, with ``--before DIR``, against an earlier checkout of
 jaxdyn in the same run (its own best entry points too: ``aba_batch``, ``derivatives_batch``
-and ``jaxdyn.jit`` where it has them); with ``--xla-flags FLAGS``, against this checkout run
+and ``jaxdyn.jit`` where it has them); with ``--xla-flags=FLAGS``, against this checkout run
 with ``XLA_FLAGS=FLAGS`` (e.g. ``--xla_cpu_use_fusion_emitters=false``, which shortens
 compiles: ``docs/performance.md``).
 
-Usage: python benchmarks/bench_engine.py [--before /path/to/old/checkout] [--xla-flags FLAGS]
+Usage: python benchmarks/bench_engine.py [--before /path/to/old/checkout] [--xla-flags=FLAGS]
          [--rounds 3] [--batch 4096] [--robots panda,anymal_c,talos_reduced,g1] [--cores 0]
          [--out benchmarks/results/engine.json]
 
@@ -153,7 +153,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", default=None)
     ap.add_argument("--xla-flags", default=None, help="also time this checkout with these XLA_FLAGS (version "
-                    "\"flags\"), alternating with the others")
+                    "\"flags\"), alternating with the others; give it as --xla-flags=FLAGS")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=4096)
     ap.add_argument("--robots", default=",".join(ROBOTS))
