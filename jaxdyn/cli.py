@@ -101,7 +101,7 @@ def _setup(args) -> _Setup:
     import numpy as np
 
     import jaxdyn
-    from .apps.common import output_dir, require_joints, require_stable_step, with_robot
+    from .apps.common import output_dir, require_joints, require_stable_step, robot_key, with_robot
     from .config import check_method, load_config, sim_steps
     from .errors import ConfigError
     from .io.named import start_configuration
@@ -119,7 +119,7 @@ def _setup(args) -> _Setup:
                               "a tree config (e.g. puma_freefall) or none")
         cfg = with_robot(cfg, args.robot)
     out_name = cfg["name"]
-    key = "--robot" if args.robot else "robot.name"
+    key = robot_key(args)
     built = _robot(cfg["robot"]["name"], key)
     closed, q_closed = built if isinstance(built, tuple) else (None, None)
     model = closed.model if closed is not None else built

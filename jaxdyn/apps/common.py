@@ -57,6 +57,12 @@ def with_robot(cfg, robot):
     return cfg
 
 
+def robot_key(args):
+    """Where the user named the robot, for error messages: "--robot" when ``args.robot`` is
+    given, else "robot.name" (the config's key)."""
+    return "--robot" if getattr(args, "robot", None) else "robot.name"
+
+
 def start(args, load):
     """The common start of a tool's run: float64 on, the config read by ``load(args.config)``
     (on ``args.robot`` where given: :func:`with_robot`), the robot (``robot_by_name``) and the
@@ -65,9 +71,9 @@ def start(args, load):
     from ..io.named import robot_by_name
     jax.config.update("jax_enable_x64", True)
     cfg = load(args.config)
-    key = "robot.name"
+    key = robot_key(args)
     if getattr(args, "robot", None):
-        cfg, key = with_robot(cfg, args.robot), "--robot"
+        cfg = with_robot(cfg, args.robot)
     robot = robot_by_name(cfg["robot"]["name"], key)
     require_joints(robot[0].model if isinstance(robot, tuple) else robot, cfg["robot"]["name"], key)
     args.out_dir = output_dir(args.out, cfg["name"])

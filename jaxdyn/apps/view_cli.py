@@ -199,6 +199,7 @@ def run(args) -> int:
 
     from ..errors import ArgumentError
     from ..io.named import robot_by_name, start_configuration
+    from .common import robot_key
     jax.config.update("jax_enable_x64", True)
     src = args.path
     spec = _model_spec(src)
@@ -228,7 +229,7 @@ def run(args) -> int:
         raise ArgumentError(f"{csv}: no such file (give a run folder with trajectory.csv, a CSV, or a URDF / MJCF "
                             "file or robot name to see the robot)")
     robot = args.robot or _robot_from_summary(run_dir)
-    built = robot_by_name(robot, "--robot" if args.robot else "robot.name")
+    built = robot_by_name(robot, robot_key(args))
     model = built[0] if isinstance(built, tuple) else built          # a mechanism: (ClosedModel, q0)
     tree = getattr(model, "model", model)
     t, Q = read_csv(csv, tree.nq)
