@@ -21,41 +21,26 @@ from .common import external_forces
 from ..tree import per_run
 
 
-def slot_width(model: Model) -> int:
-    """k: the largest joint's dof count (at least 1)."""
-    return max([r.nv for r in model.runs] + [1])
-
-
-def slot_index(model: Model) -> np.ndarray:
-    """(nb, k) int: the dof of each joint slot, nv for an unused slot."""
-    k, nv = slot_width(model), model.nv
-    idx = np.full((model.nb, k), nv, np.int32)
-    for i in range(model.nb):
-        s = model.joint_v(i)
-        idx[i, :s.stop - s.start] = np.arange(s.start, s.stop)
-    return idx
-
-
 def per_body(model: Model, x):
     """(nv, ...) -> (nb, k, ...) per-body joint slots (0 on unused slots)."""
-    return jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])[slot_index(model)]
+    return jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])[model.vidx]
 
 
 def scatter_dofs(model: Model, vals):
     """(nb, k, ...) per-body slot values -> (nv, ...) (unused slots dropped)."""
-    idx = slot_index(model).reshape(-1)
+    idx = model.vidx.reshape(-1)
     return vals.reshape((-1,) + vals.shape[2:])[np.flatnonzero(idx < model.nv)]
 
 
 def dof_mask(model: Model):
     """(nb, k) 1.0 where the joint slot is a real dof, else 0."""
-    return jnp.asarray(slot_index(model) < model.nv, model.mass.dtype)
+    return jnp.asarray(model.vidx < model.nv, model.mass.dtype)
 
 
 def padded(model: Model, x: PerRun, pivot=False):
     """Per-run per-joint values (n, a, nv_t) or (n, nv_t) or (n, nv_t, nv_t) (``pivot``: an
     identity on the unused diagonal) as (nb, a, k) / (nb, k) / (nb, k, k)."""
-    k = slot_width(model)
+    k = model.vidx.shape[1]
     out = []
     for r, v in zip(model.runs, x):
         pad = k - r.nv
@@ -70,14 +55,11 @@ def padded(model: Model, x: PerRun, pivot=False):
 
 
 def dof_blocks(model: Model, blocks):
-    """Per-joint (nb, k, k) blocks -> the block-diagonal (nv, nv) matrix."""
-    out = jnp.zeros((model.nv, model.nv), blocks.dtype)
-    for i in range(model.nb):
-        s = model.joint_v(i)
-        n = s.stop - s.start
-        if n:
-            out = out.at[s, s].set(blocks[i, :n, :n])
-    return out
+    """Per-joint (nb, k, k) blocks -> the block-diagonal (nv, nv) matrix (unused slots are
+    added into a row and column nv, then dropped)."""
+    n, idx = model.nv, model.vidx
+    out = jnp.zeros((n + 1, n + 1), blocks.dtype).at[idx[:, :, None], idx[:, None, :]].add(blocks)
+    return out[:n, :n]
 
 
 class SlotFactor(NamedTuple):
