@@ -35,3 +35,9 @@ class ArgumentError(JaxdynError):
 
 class SimulationError(JaxdynError):
     """A simulation whose state became non-finite (names the time and the quantity)."""
+
+
+class JaxdynWarning(UserWarning):
+    """A warning of jaxdyn's (a robot file's feature that is dropped, an inertia accepted or
+    repaired, a trajectory that is not finite): ``warnings.filterwarnings("ignore",
+    category=jaxdyn.errors.JaxdynWarning)`` silences them all."""

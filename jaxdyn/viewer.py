@@ -33,6 +33,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .errors import JaxdynWarning
+
 MAX_SAMPLES = 1500
 """Samples embedded per robot by default (a longer trajectory is strided)."""
 FOLLOW = 3.0
@@ -172,7 +174,7 @@ def scene(models, trajs, t=None, names=None, max_samples=MAX_SAMPLES, visuals=No
                 raise ValueError(f"animate: robot {k} ({tree.name!r}): its first sample (t = {tk[idx[0]]:g}) is not "
                                  "finite (NaN or inf in q)")
             warnings.warn(f"animate: robot {k} ({tree.name!r}): q is not finite from t = {tk[idx[n]]:g} on; the "
-                          f"page shows the {n} samples before", stacklevel=3)
+                          f"page shows the {n} samples before", category=JaxdynWarning, stacklevel=3)
             idx = idx[:n]
         R, p = jax.jit(jax.vmap(frame_poses, (None, 0)))(tree, Q[idx])
         R, p = np.asarray(R, float), np.asarray(p, float)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from jaxdyn.errors import DHError, ModelError, ShapeError, URDFError
+from jaxdyn.errors import DHError, JaxdynWarning, ModelError, ShapeError, URDFError
 
 pytestmark = pytest.mark.named_errors
 
@@ -71,7 +71,7 @@ def test_urdf_axis_not_of_unit_length_is_normalized_as_pinocchio(tmp_path):
         '<child link="l2"/><origin xyz="0.3 0 0"/><axis xyz="0 0 -2"/><limit lower="-1" upper="1" effort="1" '
         'velocity="1"/></joint></robot>')
     path = write(tmp_path, text)
-    with pytest.warns(UserWarning, match=r"joint 'j1'/axis: axis \[1.0, 1.0, 0.0\] is not a unit vector"):
+    with pytest.warns(JaxdynWarning, match=r"joint 'j1'/axis: axis \[1.0, 1.0, 0.0\] is not a unit vector"):
         m = jaxdyn.load_urdf(path)
     pin = pytest.importorskip("pinocchio")
     pm = pin.buildModelFromUrdf(path)
@@ -136,7 +136,7 @@ def test_stack_states_convert_and_name_a_wrong_length():
 def test_urdf_triangle_violation_warns_not_raises(tmp_path):
     """Real URDFs (ANYmal C camera links) violate I1 + I2 >= I3 slightly: warn, keep loading."""
     bad = GOOD.replace('ixx="0.1"', 'ixx="0.001"').replace('iyy="0.1"', 'iyy="0.001"')
-    with pytest.warns(UserWarning, match=r"link 'l1'/inertial/inertia.*triangle"):
+    with pytest.warns(JaxdynWarning, match=r"link 'l1'/inertial/inertia.*triangle"):
         assert jaxdyn.load_urdf(write(tmp_path, bad)).nb == 1
 
 
@@ -145,12 +145,12 @@ def test_urdf_inertia_policy(tmp_path):
     """A non-physical link inertia: "warn" (default, loads as Pinocchio does) keeps it,
     "raise" raises naming file and link, "repair" gives the nearest valid inertia."""
     neg = write(tmp_path, GOOD.replace('ixx="0.1"', 'ixx="-0.1"'))
-    with pytest.warns(UserWarning, match=r"link 'l1'/inertial/inertia.*positive.*kept as given"):
+    with pytest.warns(JaxdynWarning, match=r"link 'l1'/inertial/inertia.*positive.*kept as given"):
         m = jaxdyn.load_urdf(neg)
     assert float(m.inertia[0, 0, 0]) == -0.1
     with pytest.raises(URDFError, match=r"r\.urdf: link 'l1'/inertial/inertia.*positive"):
         jaxdyn.load_urdf(neg, inertia="raise")
-    with pytest.warns(UserWarning, match=r"repaired"):
+    with pytest.warns(JaxdynWarning, match=r"repaired"):
         m = jaxdyn.load_urdf(neg, inertia="repair")
     lam = np.linalg.eigvalsh(np.asarray(m.inertia[0]))
     assert lam.min() >= 0 and lam[0] + lam[1] >= lam[2] - 1e-15
@@ -220,7 +220,7 @@ def test_incomplete_urdf_data_reads_as_pinocchio(tmp_path, kw, warn):
     """What jaxdyn keeps of incomplete data equals what Pinocchio keeps: same aba, and a warning."""
     pin = pytest.importorskip("pinocchio")
     text = _one(**kw)
-    with pytest.warns(UserWarning, match=warn):
+    with pytest.warns(JaxdynWarning, match=warn):
         m = jaxdyn.load_urdf(write(tmp_path, text))
     pm = pin.buildModelFromXML(text)
     q, v, tau = np.array([0.3, -0.4]), np.array([0.5, 1.0]), np.array([0.2, -0.1])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxdyn
-from jaxdyn.errors import MJCFError
+from jaxdyn.errors import JaxdynWarning, MJCFError
 from jaxdyn.io import mjcf as M
 
 mujoco = pytest.importorskip("mujoco")
@@ -241,12 +241,12 @@ def test_bad_files_name_the_file(tmp_path):
 def test_dropped_features_are_named():
     xml = ('<mujoco><option density="1.2"/><worldbody><body><joint name="j" stiffness="3" frictionloss="0.1"/>'
            '<geom size=".1"/></body></worldbody></mujoco>')
-    with pytest.warns(UserWarning, match=r"frictionloss on \['j'\].*springs \(stiffness\) on \['j'\].*fluid"):
+    with pytest.warns(JaxdynWarning, match=r"frictionloss on \['j'\].*springs \(stiffness\) on \['j'\].*fluid"):
         m = jaxdyn.load_mjcf(xml)
     assert np.asarray(m.friction).tolist() == [0.1]        # MuJoCo's frictionloss, kept (not simulated)
     # a tendon with armature changes MuJoCo's M (mjx's test_data/tendon/armature.xml: by 97 %)
     xml = ('<mujoco><worldbody><site name="s0" pos="1 0 1"/><body><joint type="slide"/>'
            '<geom size=".1" mass="1"/><site name="s1"/></body></worldbody>'
            '<tendon><spatial armature="123"><site site="s0"/><site site="s1"/></spatial></tendon></mujoco>')
-    with pytest.warns(UserWarning, match=r"1 tendon\(s\), 1 with armature \(MuJoCo adds it to M"):
+    with pytest.warns(JaxdynWarning, match=r"1 tendon\(s\), 1 with armature \(MuJoCo adds it to M"):
         jaxdyn.load_mjcf(xml)

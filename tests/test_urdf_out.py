@@ -11,7 +11,7 @@ import pytest
 
 import jaxdyn
 from helpers import ROBOTS_DIR
-from jaxdyn.errors import ModelError
+from jaxdyn.errors import JaxdynWarning, ModelError
 
 pin = pytest.importorskip("pinocchio")
 FIELDS = ("Xtree_E", "Xtree_r", "axis", "mass", "com", "inertia", "damping", "friction", "q_lower", "q_upper",
@@ -82,7 +82,7 @@ def test_what_urdf_cannot_hold(tmp_path):
     with pytest.raises(ModelError, match="body 0 \\('ball_link'\\) has a spherical joint"):
         jaxdyn.save_urdf(ball, tmp_path / "b.urdf")
     arm = jaxdyn.robots.planar3().replace(armature=np.full(3, 0.1), gravity=np.array([0.0, -9.81, 0.0]))
-    with pytest.warns(UserWarning, match="armature .* is not written.*") as rec:
+    with pytest.warns(JaxdynWarning, match="armature .* is not written.*") as rec:
         jaxdyn.save_urdf(arm, tmp_path / "p.urdf")
     assert any("gravity" in str(w.message) for w in rec)
     with pytest.raises(ModelError, match="does not exist"):

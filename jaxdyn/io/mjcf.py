@@ -47,7 +47,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import MJCFError, ModelError
+from ..errors import JaxdynWarning, MJCFError, ModelError
 from ..model import joints as J
 from ..model.model import build_model
 from .urdf import combine_bodies, tree_arguments
@@ -239,7 +239,7 @@ def parse_mjcf(path_or_xml):
     dropped = _dropped(m, names)
     if dropped:
         warnings.warn(f"{where}: MuJoCo features jaxdyn does not model are dropped: " + "; ".join(dropped),
-                      stacklevel=3)
+                      category=JaxdynWarning, stacklevel=3)
     gravity = np.zeros(3) if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_GRAVITY else np.array(m.opt.gravity)
     args = tree_arguments(bodies, frames, name, armature=np.array(m.dof_armature), damping=np.array(m.dof_damping),
                           friction=np.array(m.dof_frictionloss), q_lower=lo, q_upper=hi, effort_limit=_effort_limits(m, where), gravity=gravity)
@@ -272,7 +272,7 @@ def _equalities(m, names, bname, where, Constraint):
         kind = "point" if typ == mujoco.mjtEq.mjEQ_CONNECT or d[10] == 0 else "weld"
         out.append(Constraint(kind, fa, fb, placement_a=pa, placement_b=pb, name=nm))
     if skipped:
-        warnings.warn(f"{where}: equality constraints jaxdyn does not model are dropped: {skipped}", stacklevel=4)
+        warnings.warn(f"{where}: equality constraints jaxdyn does not model are dropped: {skipped}", category=JaxdynWarning, stacklevel=4)
     return out
 
 

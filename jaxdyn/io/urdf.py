@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from ..errors import ModelError, URDFError
+from ..errors import JaxdynWarning, ModelError, URDFError
 from ..model import joints as J
 from ..model.model import build_model
 from ..model.validate import check_inertia
@@ -88,7 +88,7 @@ def _inertial(ctx, link):
     m_el = el.find("mass")
     if m_el is None or m_el.get("value") is None:
         warnings.warn(f"{ctx.path}: {where}/inertial: <mass> {'is missing' if m_el is None else 'has no value'}; "
-                      "the whole <inertial> is ignored (massless link), as Pinocchio does", stacklevel=4)
+                      "the whole <inertial> is ignored (massless link), as Pinocchio does", category=JaxdynWarning, stacklevel=4)
         return 0.0, np.zeros(3), np.zeros((3, 3))
     m = float(ctx.floats(m_el, "value", 1, where + "/inertial/mass")[0])
     if m < 0:
@@ -100,7 +100,7 @@ def _inertial(ctx, link):
     missing = ["<inertia>"] if i_el is None else [k for k in keys if i_el.get(k) is None]
     if missing:
         warnings.warn(f"{ctx.path}: {where}/inertial: missing {', '.join(missing)}; rotational inertia "
-                      "taken as zero (mass and COM kept), as Pinocchio does", stacklevel=4)
+                      "taken as zero (mass and COM kept), as Pinocchio does", category=JaxdynWarning, stacklevel=4)
         return m, c, np.zeros((3, 3))
     vals = {k: float(ctx.floats(i_el, k, 1, where + "/inertial/inertia")[0]) for k in keys}
     I = np.array([[vals["ixx"], vals["ixy"], vals["ixz"]],
@@ -137,7 +137,7 @@ def _joint_data(ctx, el, where, typ):
         raise ctx.err(where + "/axis", f"axis {ax.tolist()} has no direction")
     if abs(n - 1) > 1e-3:
         warnings.warn(f"{ctx.path}: {where}/axis: axis {ax.tolist()} is not a unit vector; it is normalized "
-                      "(as Pinocchio's buildModelFromUrdf does)", stacklevel=3)
+                      "(as Pinocchio's buildModelFromUrdf does)", category=JaxdynWarning, stacklevel=3)
     lim = el.find("limit")
     lo = hi = None
     if typ in ("revolute", "prismatic") and lim is not None:
@@ -219,7 +219,7 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
         joints[nm] = el
         if el.find("mimic") is not None:
             warnings.warn(f"{path}: {where}: <mimic> is ignored; the joint is simulated as an independent "
-                          "degree of freedom (as Pinocchio's buildModelFromUrdf does by default)", stacklevel=3)
+                          "degree of freedom (as Pinocchio's buildModelFromUrdf does by default)", category=JaxdynWarning, stacklevel=3)
     roots = [l for l in links if l not in child_of]
     if len(roots) != 1:
         if not roots:

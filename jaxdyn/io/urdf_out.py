@@ -30,7 +30,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import JaxdynWarning, ModelError
 from ..model import joints as J
 
 _TYPES = {J.REVOLUTE: "revolute", J.REVOLUTE_UB: "continuous", J.PRISMATIC: "prismatic", J.PLANAR: "planar",
@@ -76,10 +76,10 @@ def urdf_string(model) -> str:
                          f"as a floating base; FREE bodies {[names[i] for i in free]}, roots {[names[i] for i in roots]}")
     if np.any(P["armature"] != 0):
         warnings.warn(f"save_urdf: {model.name}: armature {P['armature'].tolist()} is not written (URDF has no "
-                      "field for it)", stacklevel=3)
+                      "field for it)", category=JaxdynWarning, stacklevel=3)
     if not np.allclose(P["gravity"], (0.0, 0.0, -9.81)):
         warnings.warn(f"save_urdf: {model.name}: gravity {P['gravity'].tolist()} is not written (URDF has "
-                      "none; loaders assume (0, 0, -9.81))", stacklevel=3)
+                      "none; loaders assume (0, 0, -9.81))", category=JaxdynWarning, stacklevel=3)
     fnames, fbody = model.frame_names, model.frame_body
     world = [f for f, b in zip(fnames, fbody) if b < 0]
     rootname = names[0] if free else (world[0] if world else "world")

@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import JaxdynWarning, ModelError
 from . import joints as J
 
 INERTIA_POLICIES = ("raise", "warn", "repair")
@@ -67,18 +67,18 @@ def check_inertia(I, m, where, policy="raise", triangle="raise"):
         if triangle == "ignore":
             return I
         if triangle == "warn" and policy != "repair":
-            warnings.warn(msg + " (accepted: data from a file)", stacklevel=3)
+            warnings.warn(msg + " (accepted: data from a file)", category=JaxdynWarning, stacklevel=3)
             return I
     if msg is None:
         return I
     if policy == "raise":
         raise ModelError(msg)
     if policy == "warn":
-        warnings.warn(msg + " (kept as given; inertia='repair' fixes it)", stacklevel=3)
+        warnings.warn(msg + " (kept as given; inertia='repair' fixes it)", category=JaxdynWarning, stacklevel=3)
         return I
     R = nearest_valid_inertia(I)
     warnings.warn(msg + f"; repaired to a nearby valid inertia, principal moments "
-                  f"{np.linalg.eigvalsh(R).tolist()} (change {np.abs(R - I).max():.3g})", stacklevel=3)
+                  f"{np.linalg.eigvalsh(R).tolist()} (change {np.abs(R - I).max():.3g})", category=JaxdynWarning, stacklevel=3)
     return R
 
 
