@@ -4,6 +4,8 @@
 
 Exit codes: 0 success; 2 bad input (config, robot file, arguments: one line naming the
 problem, no traceback); 3 the simulation became non-finite (names the time and quantity).
+jaxdyn's warnings (a feature of a robot file that is dropped, an inertia repaired) print as
+one line each, ``jaxdyn: warning: ...``.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from typing import NamedTuple
 
 GC_THRESHOLDS = (100_000, 50, 100)
@@ -281,7 +284,8 @@ def main(argv=None):
     use_compilation_cache()
     from .errors import JaxdynError, SimulationError
     try:
-        with interrupts_reach_main():
+        with interrupts_reach_main(), warnings.catch_warnings():
+            warnings.showwarning = _show_warning
             return _dispatch(args)
     except KeyboardInterrupt:       # Ctrl-C: one line, the shell's 128 + SIGINT
         print(f"jaxdyn: {args.cmd} interrupted{_discarded(args)}", file=sys.stderr)
@@ -292,6 +296,18 @@ def main(argv=None):
     except JaxdynError as e:        # bad input: exit 2, one line
         print(f"jaxdyn: error: {e}{_discarded(args)}", file=sys.stderr)
         return 2
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """``warnings.showwarning`` inside :func:`main`: a :class:`~jaxdyn.errors.JaxdynWarning`
+    as one line, ``jaxdyn: warning: MESSAGE`` (not Python's "FILE:LINE: UserWarning" and a
+    line of jaxdyn's source); other warnings in Python's format."""
+    from .errors import JaxdynWarning
+    out = file or sys.stderr
+    if issubclass(category, JaxdynWarning):
+        out.write(f"jaxdyn: warning: {message}\n")
+    else:
+        out.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _dispatch(args):

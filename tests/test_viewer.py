@@ -14,6 +14,7 @@ import pytest
 
 import jaxdyn
 from jaxdyn import viewer
+from jaxdyn.errors import JaxdynWarning
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -215,7 +216,7 @@ def test_a_failed_rollout_is_shown_up_to_its_last_finite_sample(tmp_path):
     puma = jaxdyn.robots.puma560()
     Q = np.tile(np.linspace(0.0, 1.0, 10)[:, None], (1, 6))
     Q[6:, 2] = np.nan                                   # the rollout failed at sample 6
-    with pytest.warns(UserWarning, match="not finite from t = 6 on; the page shows the 6 samples"):
+    with pytest.warns(JaxdynWarning, match="not finite from t = 6 on; the page shows the 6 samples"):
         sc = viewer.scene(puma, Q, t=np.arange(10.0))
     assert sc["robots"][0]["t"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     with pytest.raises(ValueError, match="first sample .* is not finite"):
@@ -302,15 +303,21 @@ def test_view_command_runs_in_float64(tmp_path):
 
 def test_view_command_tours_an_mjcf_file_to_mujocos_joint_ranges(tmp_path, capsys):
     """An MJCF file (told from a URDF by its root element): the hinge reaches the range that
-    MuJoCo compiles (degrees in the file, radians in MuJoCo's model)."""
+    MuJoCo compiles (degrees in the file, radians in MuJoCo's model).  The spring jaxdyn drops
+    is named in one line "jaxdyn: warning: ..." (not Python's "FILE:LINE: UserWarning" and a
+    line of jaxdyn's source)."""
     mujoco = pytest.importorskip("mujoco")
     from jaxdyn.cli import main
     xml = ('<mujoco model="hinge"><worldbody><body name="b" pos="0 0 1"><joint name="h" type="hinge" axis="1 1 0" '
-           'range="-30 75"/><geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05"/></body></worldbody></mujoco>')
+           'range="-30 75" stiffness="2"/><geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05"/></body>'
+           '</worldbody></mujoco>')
     (tmp_path / "hinge.xml").write_text(xml)
     lo, hi = mujoco.MjModel.from_xml_string(xml).jnt_range[0]
     assert main(["view", str(tmp_path / "hinge.xml"), "--out", str(tmp_path / "h.html")]) == 0
-    assert "joint tour of its 1 dofs" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "joint tour of its 1 dofs" in err
+    assert "jaxdyn: warning: hinge: MuJoCo features jaxdyn does not model are dropped: joint springs (stiffness) " \
+           "on ['h']\n" in err and "UserWarning" not in err, err
     P = np.asarray(viewer.read_scene(tmp_path / "h.html")["robots"][0]["poses"], float).reshape(-1, 1, 12)
     axis = np.array([1.0, 1.0, 0.0]) / np.sqrt(2.0)
     for k, ang in ((0, 0.0), (12, lo), (24, hi), (36, 0.0)):
