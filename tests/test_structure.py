@@ -107,6 +107,20 @@ def test_no_internal_document_references():
     assert not hits, hits
 
 
+def test_every_warning_is_a_jaxdyn_warning():
+    """Each ``warnings.warn`` in the package names ``category=JaxdynWarning``, so that one filter
+    (or the jaxdyn command's one-line format) covers them all."""
+    plain = []
+    for m, p in _modules().items():
+        for node in ast.walk(ast.parse(open(p).read())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "warn" \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "warnings":
+                cat = {k.arg: k.value for k in node.keywords}.get("category")
+                if not (isinstance(cat, ast.Name) and cat.id == "JaxdynWarning"):
+                    plain.append(f"{m}:{node.lineno}")
+    assert not plain, plain
+
+
 def test_joint_type_enum_sizes_match_built_models():
     """JointType's nq / nv are the sizes a one-joint model actually gets, and names round-trip."""
     import numpy as np

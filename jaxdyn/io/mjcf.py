@@ -272,7 +272,8 @@ def _equalities(m, names, bname, where, Constraint):
         kind = "point" if typ == mujoco.mjtEq.mjEQ_CONNECT or d[10] == 0 else "weld"
         out.append(Constraint(kind, fa, fb, placement_a=pa, placement_b=pb, name=nm))
     if skipped:
-        warnings.warn(f"{where}: equality constraints jaxdyn does not model are dropped: {skipped}", category=JaxdynWarning, stacklevel=4)
+        warnings.warn(f"{where}: equality constraints jaxdyn does not model are dropped: {skipped}",
+                      category=JaxdynWarning, stacklevel=4)
     return out
 
 

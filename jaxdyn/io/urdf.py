@@ -88,7 +88,8 @@ def _inertial(ctx, link):
     m_el = el.find("mass")
     if m_el is None or m_el.get("value") is None:
         warnings.warn(f"{ctx.path}: {where}/inertial: <mass> {'is missing' if m_el is None else 'has no value'}; "
-                      "the whole <inertial> is ignored (massless link), as Pinocchio does", category=JaxdynWarning, stacklevel=4)
+                      "the whole <inertial> is ignored (massless link), as Pinocchio does",
+                      category=JaxdynWarning, stacklevel=4)
         return 0.0, np.zeros(3), np.zeros((3, 3))
     m = float(ctx.floats(m_el, "value", 1, where + "/inertial/mass")[0])
     if m < 0:
@@ -219,7 +220,8 @@ def parse_urdf(path_or_string, floating_base=False, inertia="warn"):
         joints[nm] = el
         if el.find("mimic") is not None:
             warnings.warn(f"{path}: {where}: <mimic> is ignored; the joint is simulated as an independent "
-                          "degree of freedom (as Pinocchio's buildModelFromUrdf does by default)", category=JaxdynWarning, stacklevel=3)
+                          "degree of freedom (as Pinocchio's buildModelFromUrdf does by default)",
+                          category=JaxdynWarning, stacklevel=3)
     roots = [l for l in links if l not in child_of]
     if len(roots) != 1:
         if not roots:

@@ -78,7 +78,8 @@ def check_inertia(I, m, where, policy="raise", triangle="raise"):
         return I
     R = nearest_valid_inertia(I)
     warnings.warn(msg + f"; repaired to a nearby valid inertia, principal moments "
-                  f"{np.linalg.eigvalsh(R).tolist()} (change {np.abs(R - I).max():.3g})", category=JaxdynWarning, stacklevel=3)
+                  f"{np.linalg.eigvalsh(R).tolist()} (change {np.abs(R - I).max():.3g})",
+                  category=JaxdynWarning, stacklevel=3)
     return R
 
 
