@@ -89,12 +89,12 @@ def textbook_aba(Xtree, I, q, qd, tau):
 
     def inertias(acc, x):
         Xi, Ii, ci, pi, ti = x
-        IA, pa = Ii + acc[0], pi + acc[1]
+        IA, pA = Ii + acc[0], pi + acc[1]
         U = IA @ s
         D = U[2]
-        u = ti - pa[2]
+        u = ti - pA[2]
         Ia = IA - jnp.outer(U, U) / D
-        return (Xi.T @ Ia @ Xi, Xi.T @ (pa + Ia @ ci + U * u / D)), (U, D, u)
+        return (Xi.T @ Ia @ Xi, Xi.T @ (pA + Ia @ ci + U * u / D)), (U, D, u)
     _, (U, D, u) = lax.scan(inertias, (jnp.zeros((6, 6)), jnp.zeros(6)), (X, I, c, pA, tau), reverse=True)
 
     def accelerations(a, x):
@@ -107,7 +107,7 @@ def textbook_aba(Xtree, I, q, qd, tau):
 
 
 def textbook_arguments(n, seed=0):
-    """Xtree, I (n, 6, 6): unit-mass links 0.1 m apart with centres of mass off the axes."""
+    """Xtree, I (n, 6, 6): unit-mass links up to 0.1 m apart, centres of mass off the joint axes."""
     import jax.numpy as jnp
     rng = np.random.default_rng(seed)
     Xs, Is = [], []
