@@ -4,12 +4,13 @@ number of XLA:CPU kernels it runs (each fusion, copy or other instruction that t
 executes, counted over every iteration of the sweeps' loops), on panda, anymal_c,
 talos_reduced and g1.  The no-op's time is the dispatch of a call with these arguments.
 
-``textbook``: a floor for an articulated-body algorithm that sweeps body by body with ``lax.scan``: Featherstone
-(2008) Table 7.1 for a chain of revolute joints with the robot's number of bodies, dense 6 x 6
-products (``@``), five array arguments (:func:`textbook_aba`).  A sweep body by body runs nb
-steps on any tree, and a chain needs the least bookkeeping (each body's parent is the scan's
-carry).  With ``--before DIR``, the same cases of an earlier checkout of
-jaxdyn in the same run (commit e0b6c61 answered ``aba`` of one state by CRBA and Cholesky).
+``textbook``: a floor for an articulated-body algorithm that sweeps body by body with
+``lax.scan``: Featherstone (2008) Table 7.1 for a chain of revolute joints with the robot's
+number of bodies, dense 6 x 6 products (``@``), five array arguments (:func:`textbook_aba`).
+A sweep body by body runs nb steps on any tree, and a chain needs the least bookkeeping (each
+body's parent is the scan's carry).  With ``--before DIR``, the same cases of an earlier
+checkout of jaxdyn in the same run (commit e0b6c61 answered ``aba`` of one state by CRBA and
+Cholesky).
 
 The kernels are counted from a ``jax.profiler`` trace of a few calls: an event whose name is
 an instruction of the compiled program (``compiled.as_text()``), not a ``while``.  A least-
